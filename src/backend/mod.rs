@@ -1,0 +1,68 @@
+//! The trait over the GPU API, and its implementations.
+//!
+//! The crate needs very little from a GPU: timing events that can be recorded on a stream or
+//! added to a graph, a completion check, a blocking wait, the time between two completed
+//! events (as `f32` milliseconds, the way `cuEventElapsedTime` reports it), and a host clock.
+//!
+//! - [`sim`]: a simulated GPU (the default, no GPU needed).
+//! - `cuda`: CUDA through `cudarc` (feature `cuda`).
+
+pub mod sim;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+use crate::error::BackendError;
+
+/// Which queue an event was recorded on: a stream, or a graph (whose launch stream is only
+/// known when it is launched).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lane {
+    /// Recorded on the stream with this key ([`Backend::stream_key`]).
+    Stream(u64),
+    /// Added as a node of the graph with this key ([`Backend::graph_key`]).
+    Graph(u64),
+}
+
+/// A GPU API the pool can record timing events with.
+///
+/// Implementations must be cheap to call from many threads at once: `record` is on the
+/// recording hot path. Only the collector calls `is_complete`, `wait` and `elapsed_ms`.
+pub trait Backend: Send + Sync + 'static {
+    /// A timing event. Created once per pool slot, destroyed (dropped) with the pool.
+    type Event: Send + Sync + 'static;
+    /// A stream (queue) events are recorded on.
+    type Stream: Send + 'static;
+    /// A graph events can be added to as nodes.
+    type Graph;
+    /// A node of a graph, used as a dependency of later nodes.
+    type GraphNode: Clone;
+
+    /// A short name for reports ("sim", "cuda").
+    fn name(&self) -> &'static str;
+    /// Creates a timing event.
+    fn create_event(&self) -> Result<Self::Event, BackendError>;
+    /// Creates a stream for the context's own calibration events.
+    fn create_stream(&self) -> Result<Self::Stream, BackendError>;
+    /// A key that identifies `stream` (stable while it lives).
+    fn stream_key(&self, stream: &Self::Stream) -> u64;
+    /// A key that identifies `graph` (stable while it lives).
+    fn graph_key(&self, graph: &Self::Graph) -> u64;
+    /// Records `event` on `stream`: it completes when the stream reaches this point.
+    fn record(&self, event: &Self::Event, stream: &Self::Stream) -> Result<(), BackendError>;
+    /// Adds a node to `graph` that records `event` after `dependencies`.
+    fn add_graph_record_node(
+        &self,
+        event: &Self::Event,
+        graph: &Self::Graph,
+        dependencies: &[Self::GraphNode],
+    ) -> Result<Self::GraphNode, BackendError>;
+    /// Whether the work before `event` has completed. Never blocks.
+    fn is_complete(&self, event: &Self::Event) -> Result<bool, BackendError>;
+    /// Blocks until `event` has completed.
+    fn wait(&self, event: &Self::Event) -> Result<(), BackendError>;
+    /// Milliseconds from `start` to `end`, or `None` if either has not completed yet. Never
+    /// blocks (unlike cudarc's `CudaEvent::elapsed_ms`, which synchronizes).
+    fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<Option<f32>, BackendError>;
+    /// The host clock, in nanoseconds (monotonic, arbitrary origin).
+    fn host_now_ns(&self) -> i64;
+}

@@ -1,0 +1,352 @@
+//! A simulated GPU: streams that run simulated kernels asynchronously, timing events, and
+//! graphs, with no GPU at all.
+//!
+//! Each stream keeps the time its queued work finishes (`busy_until`). Launching a kernel of
+//! `d` ns starts it at `max(now, busy_until)` and moves `busy_until` past it; recording an
+//! event stamps it with `max(now, busy_until)`. An event is complete once the clock passes
+//! its stamp, so events really are incomplete for a while, exactly as on a GPU, without any
+//! background thread.
+//!
+//! Two clocks:
+//! - [`SimBackend::manual`]: time moves only when a test calls [`SimBackend::advance`] (or
+//!   waits on an event, which moves the clock to it): deterministic stepping.
+//! - [`SimBackend::realtime`]: time is the host's monotonic clock.
+//!
+//! Failures can be injected ([`SimBackend::fail_event_creation_after`],
+//! [`SimBackend::fail_records`], [`SimBackend::fail_elapsed`]) to test error paths.
+//!
+//! Unlike CUDA, whose event timestamps have a resolution of about half a microsecond, the
+//! simulation stamps events to the nanosecond.
+
+use super::Backend;
+use crate::error::BackendError;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+const NOT_RECORDED: i64 = i64::MIN;
+
+#[derive(Debug)]
+enum Clock {
+    Manual(AtomicI64),
+    Realtime(Instant),
+}
+
+#[derive(Debug)]
+struct Gpu {
+    clock: Clock,
+    next_id: AtomicU64,
+    events_created: AtomicUsize,
+    /// Event creations left before they fail; negative: never fail.
+    creations_left: AtomicI64,
+    record_failures: AtomicU32,
+    elapsed_failures: AtomicU32,
+}
+
+/// The simulated GPU. Cheap to clone: clones share one device.
+#[derive(Debug, Clone)]
+pub struct SimBackend {
+    gpu: Arc<Gpu>,
+}
+
+/// A simulated stream. Clones are the same stream.
+#[derive(Debug, Clone)]
+pub struct SimStream {
+    id: u64,
+    busy_until: Arc<AtomicI64>,
+}
+
+/// A simulated timing event: the time it was (last) stamped.
+#[derive(Debug)]
+pub struct SimEvent {
+    stamp: Arc<AtomicI64>,
+}
+
+#[derive(Debug)]
+enum Node {
+    Kernel(i64),
+    Record(Arc<AtomicI64>),
+}
+
+/// A simulated graph: nodes run one after another, in the order they were added, when the
+/// graph is launched on a stream ([`SimBackend::launch_graph`]).
+#[derive(Debug)]
+pub struct SimGraph {
+    id: u64,
+    nodes: Mutex<Vec<Node>>,
+}
+
+/// A node of a [`SimGraph`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimGraphNode(pub usize);
+
+impl SimBackend {
+    fn with_clock(clock: Clock) -> Self {
+        Self {
+            gpu: Arc::new(Gpu {
+                clock,
+                next_id: AtomicU64::new(1),
+                events_created: AtomicUsize::new(0),
+                creations_left: AtomicI64::new(-1),
+                record_failures: AtomicU32::new(0),
+                elapsed_failures: AtomicU32::new(0),
+            }),
+        }
+    }
+
+    /// A simulated GPU whose clock moves only with [`advance`](Self::advance) (and waits).
+    pub fn manual() -> Self {
+        Self::with_clock(Clock::Manual(AtomicI64::new(0)))
+    }
+
+    /// A simulated GPU that runs on the host's monotonic clock.
+    pub fn realtime() -> Self {
+        Self::with_clock(Clock::Realtime(Instant::now()))
+    }
+
+    /// The simulated time, in nanoseconds since the simulation started.
+    pub fn now(&self) -> i64 {
+        match &self.gpu.clock {
+            Clock::Manual(now) => now.load(Ordering::Acquire),
+            Clock::Realtime(start) => start.elapsed().as_nanos() as i64,
+        }
+    }
+
+    /// Moves the manual clock forward by `ns` (no effect on a real-time clock).
+    pub fn advance(&self, ns: i64) {
+        if let Clock::Manual(now) = &self.gpu.clock {
+            now.fetch_add(ns.max(0), Ordering::AcqRel);
+        }
+    }
+
+    fn advance_to(&self, t: i64) {
+        match &self.gpu.clock {
+            Clock::Manual(now) => {
+                now.fetch_max(t, Ordering::AcqRel);
+            }
+            Clock::Realtime(_) => {
+                let left = t - self.now();
+                if left > 0 {
+                    std::thread::sleep(std::time::Duration::from_nanos(left as u64));
+                }
+            }
+        }
+    }
+
+    /// A new stream.
+    pub fn stream(&self) -> SimStream {
+        SimStream { id: self.gpu.next_id.fetch_add(1, Ordering::Relaxed), busy_until: Arc::new(AtomicI64::new(0)) }
+    }
+
+    /// A new, empty graph.
+    pub fn graph(&self) -> SimGraph {
+        SimGraph { id: self.gpu.next_id.fetch_add(1, Ordering::Relaxed), nodes: Mutex::new(Vec::new()) }
+    }
+
+    /// Queues a kernel of `duration_ns` on `stream`; returns when it will finish.
+    pub fn launch(&self, stream: &SimStream, duration_ns: i64) -> i64 {
+        let now = self.now();
+        let start = stream.busy_until.fetch_max(now, Ordering::AcqRel).max(now);
+        stream.busy_until.fetch_add(duration_ns.max(0), Ordering::AcqRel);
+        start + duration_ns.max(0)
+    }
+
+    /// Adds a kernel node of `duration_ns` to `graph` (dependencies are implied by order).
+    pub fn add_kernel_node(&self, graph: &SimGraph, duration_ns: i64) -> SimGraphNode {
+        let mut nodes = graph.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes.push(Node::Kernel(duration_ns.max(0)));
+        SimGraphNode(nodes.len() - 1)
+    }
+
+    /// Launches `graph` on `stream`: its kernels are queued and its events stamped in order.
+    pub fn launch_graph(&self, graph: &SimGraph, stream: &SimStream) {
+        let nodes = graph.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        for node in nodes.iter() {
+            match node {
+                Node::Kernel(duration) => {
+                    self.launch(stream, *duration);
+                }
+                Node::Record(stamp) => stamp.store(self.stamp_time(stream), Ordering::Release),
+            }
+        }
+    }
+
+    /// How long until everything queued on `stream` has run (0 if idle).
+    pub fn pending_ns(&self, stream: &SimStream) -> i64 {
+        (stream.busy_until.load(Ordering::Acquire) - self.now()).max(0)
+    }
+
+    /// Events created so far.
+    pub fn events_created(&self) -> usize {
+        self.gpu.events_created.load(Ordering::Relaxed)
+    }
+
+    /// After `n` more successful event creations, every creation fails (until reset with
+    /// `None`).
+    pub fn fail_event_creation_after(&self, n: Option<u32>) {
+        self.gpu.creations_left.store(n.map_or(-1, i64::from), Ordering::Relaxed);
+    }
+
+    /// The next `n` records (on streams or as graph nodes) fail.
+    pub fn fail_records(&self, n: u32) {
+        self.gpu.record_failures.store(n, Ordering::Relaxed);
+    }
+
+    /// The next `n` elapsed-time reads fail.
+    pub fn fail_elapsed(&self, n: u32) {
+        self.gpu.elapsed_failures.store(n, Ordering::Relaxed);
+    }
+
+    fn stamp_time(&self, stream: &SimStream) -> i64 {
+        self.now().max(stream.busy_until.load(Ordering::Acquire))
+    }
+
+    fn injected(counter: &AtomicU32) -> bool {
+        counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+    }
+
+    fn stamp(event: &SimEvent) -> Result<i64, BackendError> {
+        match event.stamp.load(Ordering::Acquire) {
+            NOT_RECORDED => Err(BackendError::new("sim::elapsed_ms", "event was never recorded")),
+            t => Ok(t),
+        }
+    }
+}
+
+impl Backend for SimBackend {
+    type Event = SimEvent;
+    type Stream = SimStream;
+    type Graph = SimGraph;
+    type GraphNode = SimGraphNode;
+
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn create_event(&self) -> Result<SimEvent, BackendError> {
+        let left = &self.gpu.creations_left;
+        if left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n > 0).then(|| n - 1)).is_err()
+            && left.load(Ordering::Relaxed) == 0
+        {
+            return Err(BackendError::new("sim::create_event", "injected failure"));
+        }
+        self.gpu.events_created.fetch_add(1, Ordering::Relaxed);
+        Ok(SimEvent { stamp: Arc::new(AtomicI64::new(NOT_RECORDED)) })
+    }
+
+    fn create_stream(&self) -> Result<SimStream, BackendError> {
+        Ok(self.stream())
+    }
+
+    fn stream_key(&self, stream: &SimStream) -> u64 {
+        stream.id
+    }
+
+    fn graph_key(&self, graph: &SimGraph) -> u64 {
+        graph.id
+    }
+
+    fn record(&self, event: &SimEvent, stream: &SimStream) -> Result<(), BackendError> {
+        if Self::injected(&self.gpu.record_failures) {
+            return Err(BackendError::new("sim::record", "injected failure"));
+        }
+        event.stamp.store(self.stamp_time(stream), Ordering::Release);
+        Ok(())
+    }
+
+    fn add_graph_record_node(
+        &self,
+        event: &SimEvent,
+        graph: &SimGraph,
+        _dependencies: &[SimGraphNode],
+    ) -> Result<SimGraphNode, BackendError> {
+        if Self::injected(&self.gpu.record_failures) {
+            return Err(BackendError::new("sim::add_graph_record_node", "injected failure"));
+        }
+        // Until the graph is launched, the event has no time (as with CUDA).
+        event.stamp.store(NOT_RECORDED, Ordering::Release);
+        let mut nodes = graph.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes.push(Node::Record(Arc::clone(&event.stamp)));
+        Ok(SimGraphNode(nodes.len() - 1))
+    }
+
+    fn is_complete(&self, event: &SimEvent) -> Result<bool, BackendError> {
+        let t = event.stamp.load(Ordering::Acquire);
+        Ok(t != NOT_RECORDED && t <= self.now())
+    }
+
+    fn wait(&self, event: &SimEvent) -> Result<(), BackendError> {
+        match event.stamp.load(Ordering::Acquire) {
+            NOT_RECORDED => Err(BackendError::new("sim::wait", "event was never recorded")),
+            t => {
+                self.advance_to(t);
+                Ok(())
+            }
+        }
+    }
+
+    fn elapsed_ms(&self, start: &SimEvent, end: &SimEvent) -> Result<Option<f32>, BackendError> {
+        if Self::injected(&self.gpu.elapsed_failures) {
+            return Err(BackendError::new("sim::elapsed_ms", "injected failure"));
+        }
+        let (a, b) = (Self::stamp(start)?, Self::stamp(end)?);
+        if a.max(b) > self.now() {
+            return Ok(None);
+        }
+        Ok(Some(((b - a) as f64 / 1e6) as f32))
+    }
+
+    fn host_now_ns(&self) -> i64 {
+        self.now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_complete_only_once_the_stream_reaches_them() {
+        let sim = SimBackend::manual();
+        let s = sim.stream();
+        let (a, b) = (sim.create_event().unwrap(), sim.create_event().unwrap());
+        sim.record(&a, &s).unwrap();
+        sim.launch(&s, 1_500);
+        sim.record(&b, &s).unwrap();
+        assert!(sim.is_complete(&a).unwrap());
+        assert!(!sim.is_complete(&b).unwrap());
+        assert_eq!(sim.elapsed_ms(&a, &b).unwrap(), None);
+        sim.advance(1_500);
+        assert_eq!(sim.elapsed_ms(&a, &b).unwrap(), Some(0.0015));
+    }
+
+    #[test]
+    fn graph_events_are_stamped_when_the_graph_runs() {
+        let sim = SimBackend::manual();
+        let s = sim.stream();
+        let g = sim.graph();
+        let (a, b) = (sim.create_event().unwrap(), sim.create_event().unwrap());
+        sim.add_graph_record_node(&a, &g, &[]).unwrap();
+        sim.add_kernel_node(&g, 2_000);
+        sim.add_graph_record_node(&b, &g, &[]).unwrap();
+        assert!(sim.elapsed_ms(&a, &b).is_err(), "not launched yet");
+        sim.advance(100);
+        sim.launch_graph(&g, &s);
+        sim.wait(&b).unwrap();
+        assert_eq!(sim.elapsed_ms(&a, &b).unwrap(), Some(0.002));
+    }
+
+    #[test]
+    fn injected_failures_fail_exactly_as_often_as_asked() {
+        let sim = SimBackend::manual();
+        sim.fail_event_creation_after(Some(1));
+        assert!(sim.create_event().is_ok());
+        assert!(sim.create_event().is_err());
+        sim.fail_event_creation_after(None);
+        let e = sim.create_event().unwrap();
+        sim.fail_records(1);
+        let s = sim.stream();
+        assert!(sim.record(&e, &s).is_err());
+        assert!(sim.record(&e, &s).is_ok());
+    }
+}

@@ -1,0 +1,63 @@
+//! A lock-free pool of GPU timing events, for tracing GPU work recorded by many threads.
+//!
+//! A rebuild of IREE's CUDA tracing context (one mutex around everything, a fixed pool of
+//! 16128 events, `f32` timestamps since one base event) as:
+//!
+//! - a pool of timing events handed out by a tagged-index Treiber freelist
+//!   ([`freelist`]), in pages created on demand;
+//! - per-command-buffer [`EventList`]s that reserve slots in batches and record zones with
+//!   no lock (`zone_next` joins adjacent zones with one event);
+//! - an MPSC submission queue, drained in submission order by [`TracingContext::collect`],
+//!   which never blocks on the GPU and releases every collected slot in one CAS;
+//! - timestamps rebased on recent anchors and kept in `i64` nanoseconds;
+//! - zones delivered to [`sink`]s: memory, Chrome/Perfetto JSON, Tracy (feature `tracy`).
+//!
+//! The GPU is reached through the [`Backend`] trait: [`sim`] (a simulated GPU, the default)
+//! or `cuda` (feature `cuda`). See `docs/design.md` for the slot states and invariants.
+//!
+//! ```
+//! use gpu_event_pool::{location, sim::SimBackend, sink::memory::MemorySink, TracingContext};
+//! let sim = SimBackend::manual();
+//! let stream = sim.stream();
+//! let zones = MemorySink::new();
+//! let ctx = TracingContext::builder(sim.clone()).sink(zones.clone()).build()?;
+//!
+//! let mut list = ctx.list();
+//! list.zone_begin(&stream, location!("command buffer"))?;
+//! for _ in 0..3 {
+//!     sim.launch(&stream, 1_000);
+//!     list.zone_next(&stream, location!("dispatch"))?;
+//! }
+//! list.zone_end(&stream)?;
+//! ctx.submit(list).map_err(|e| e.to_string())?;
+//! ctx.flush()?;
+//! assert_eq!(zones.zones().len(), 4);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unsafe_op_in_unsafe_fn,
+    unreachable_pub,
+    rust_2018_idioms
+)]
+
+pub mod backend;
+mod collector;
+mod context;
+mod error;
+pub mod freelist;
+mod list;
+pub mod location;
+mod pool;
+pub mod sink;
+mod submit;
+mod sync;
+
+pub use backend::{sim, Backend, Lane};
+pub use collector::CollectReport;
+pub use context::{Builder, Collected, Config, Stats, TracingContext};
+pub use error::{BackendError, ConfigError, Error, RecordError, SubmitError};
+pub use list::EventList;
+pub use location::{DynamicLocation, Location, SourceLocation, Verbosity};

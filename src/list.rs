@@ -1,0 +1,347 @@
+//! `EventList`: the zones of one command buffer, recorded by one thread.
+//!
+//! A list owns its slots outright (state Owned) and needs no synchronization to record: the
+//! only shared operation is refilling its small reservation of slots from the freelist, one
+//! CAS per batch. Its events are chained through the slots' links in recording order:
+//!
+//! ```text
+//!  used:   first ─link─> ... ─link─> last       (recorded events, in order)
+//!  spare:  first ─link─> ... ─link─> last       (reserved, not used yet)
+//!  stack:  [slot of outermost open zone, ..., slot of innermost open zone]
+//! ```
+//!
+//! Each event's record says whether it ends the innermost open zone, begins a new one, or
+//! both (`zone_next`: K adjacent zones take K + 1 events, where the seed takes 2K). The
+//! collector replays the records with a stack to rebuild the zones.
+
+use crate::backend::{Backend, Lane};
+use crate::context::Inner;
+use crate::error::RecordError;
+use crate::freelist::{Chain, NIL};
+use crate::location::Location;
+use crate::pool::{AcquireError, EventRecord};
+use crate::sync::consts::MAX_DEPTH;
+use crate::sync::{Arc, Ordering};
+
+/// A stack entry for a zone whose begin event was not recorded because of a failure.
+const DROPPED: u32 = NIL;
+/// A stack entry for a zone skipped by verbosity: it records nothing, and is not an error.
+const SKIPPED: u32 = NIL - 1;
+
+/// The largest slot index a pool may hand out (the two above are stack markers).
+pub(crate) const MAX_SLOTS: u32 = NIL - 2;
+
+/// A run of slots owned by the list, linked first to last (empty when `len == 0`).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    first: u32,
+    last: u32,
+    len: u32,
+}
+
+impl Run {
+    const EMPTY: Run = Run { first: NIL, last: NIL, len: 0 };
+
+    fn chain(self) -> Option<Chain> {
+        (self.len > 0).then_some(Chain { first: self.first, last: self.last, len: self.len })
+    }
+}
+
+/// The timing events of one command buffer: zones recorded on streams or as graph nodes,
+/// submitted as a whole with [`TracingContext::submit`](crate::TracingContext::submit).
+///
+/// A list has one owner and may move between threads (`Send`). Dropping a list that was not
+/// submitted returns its slots to the pool and emits nothing.
+///
+/// ```
+/// use gpu_event_pool::{location, sim::SimBackend, TracingContext};
+/// let sim = SimBackend::manual();
+/// let stream = sim.stream();
+/// let ctx = TracingContext::new(sim.clone()).unwrap();
+/// let mut list = ctx.list();
+/// list.zone_begin(&stream, location!("command buffer")).unwrap();
+/// sim.launch(&stream, 1_000);
+/// list.zone_next(&stream, location!("second dispatch")).unwrap();
+/// sim.launch(&stream, 2_000);
+/// list.zone_end(&stream).unwrap();
+/// ctx.submit(list).unwrap();
+/// ```
+pub struct EventList<B: Backend> {
+    ctx: Arc<Inner<B>>,
+    id: u64,
+    used: Run,
+    spare: Run,
+    /// Open zones, outermost first: a begin slot, DROPPED or SKIPPED.
+    stack: [u32; MAX_DEPTH],
+    depth: usize,
+    /// Zones opened beyond `MAX_DEPTH` (all dropped), closed before anything on the stack.
+    overflow: usize,
+}
+
+impl<B: Backend> std::fmt::Debug for EventList<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventList")
+            .field("id", &self.id)
+            .field("events", &self.used.len)
+            .field("reserved", &self.spare.len)
+            .field("open_zones", &self.open_zones())
+            .finish()
+    }
+}
+
+impl<B: Backend> EventList<B> {
+    pub(crate) fn new(ctx: Arc<Inner<B>>, id: u64) -> Self {
+        Self { ctx, id, used: Run::EMPTY, spare: Run::EMPTY, stack: [NIL; MAX_DEPTH], depth: 0, overflow: 0 }
+    }
+
+    /// The list's id, unique within its context (sinks see it on every zone batch).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// How many events this list has recorded.
+    pub fn event_count(&self) -> usize {
+        self.used.len as usize
+    }
+
+    /// How many zones are open (begun and not yet ended), including skipped and dropped ones.
+    pub fn open_zones(&self) -> usize {
+        self.depth + self.overflow
+    }
+
+    /// Begins a zone on `stream`: records one event there, unless the location's level is
+    /// above the context's verbosity (then nothing is recorded and `Ok` is returned).
+    ///
+    /// On an error the zone is still opened (as dropped), so the matching
+    /// [`zone_end`](Self::zone_end) keeps the nesting balanced.
+    pub fn zone_begin(&mut self, stream: &B::Stream, location: impl Into<Location>) -> Result<(), RecordError> {
+        let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
+        self.step(lane, false, Some(location.into()), |b, e| b.record(e, stream)).map(drop)
+    }
+
+    /// Ends the innermost open zone with one event on `stream`.
+    pub fn zone_end(&mut self, stream: &B::Stream) -> Result<(), RecordError> {
+        let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
+        self.step(lane, true, None, |b, e| b.record(e, stream)).map(drop)
+    }
+
+    /// Ends the innermost open zone and begins the next one with ONE event on `stream`.
+    pub fn zone_next(&mut self, stream: &B::Stream, location: impl Into<Location>) -> Result<(), RecordError> {
+        let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
+        self.step(lane, true, Some(location.into()), |b, e| b.record(e, stream)).map(drop)
+    }
+
+    /// Begins a zone in `graph`: adds an event-record node after `dependencies` and returns
+    /// it (`None` when the zone is skipped by verbosity: depend on your own nodes then).
+    pub fn graph_zone_begin(
+        &mut self,
+        graph: &B::Graph,
+        dependencies: &[B::GraphNode],
+        location: impl Into<Location>,
+    ) -> Result<Option<B::GraphNode>, RecordError> {
+        let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
+        self.step(lane, false, Some(location.into()), |b, e| b.add_graph_record_node(e, graph, dependencies))
+    }
+
+    /// Ends the innermost open zone with an event-record node in `graph` after
+    /// `dependencies`, and returns the node (`None` if the zone records nothing).
+    pub fn graph_zone_end(
+        &mut self,
+        graph: &B::Graph,
+        dependencies: &[B::GraphNode],
+    ) -> Result<Option<B::GraphNode>, RecordError> {
+        let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
+        self.step(lane, true, None, |b, e| b.add_graph_record_node(e, graph, dependencies))
+    }
+
+    /// Ends the innermost open zone and begins the next with ONE event-record node in `graph`.
+    pub fn graph_zone_next(
+        &mut self,
+        graph: &B::Graph,
+        dependencies: &[B::GraphNode],
+        location: impl Into<Location>,
+    ) -> Result<Option<B::GraphNode>, RecordError> {
+        let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
+        self.step(lane, true, Some(location.into()), |b, e| b.add_graph_record_node(e, graph, dependencies))
+    }
+
+    /// One recording step: optionally end the innermost zone, optionally begin a new one, with
+    /// at most one event. Every zone that cannot be recorded is counted as dropped.
+    fn step<R>(
+        &mut self,
+        lane: Lane,
+        end: bool,
+        begin: Option<Location>,
+        record: impl FnOnce(&B, &B::Event) -> Result<R, crate::BackendError>,
+    ) -> Result<Option<R>, RecordError> {
+        let ended = if !end {
+            None
+        } else if self.overflow > 0 {
+            self.overflow -= 1;
+            None
+        } else if self.depth > 0 {
+            self.depth -= 1;
+            Some(self.stack[self.depth]).filter(|&s| s < SKIPPED)
+        } else {
+            return Err(RecordError::NoOpenZone);
+        };
+
+        let mut error = None;
+        let mut opened = None;
+        let mut begin_location = None;
+        if let Some(location) = begin {
+            let wanted = self.ctx.config.verbosity.records(location.level());
+            if self.depth == MAX_DEPTH {
+                if wanted {
+                    self.ctx.count_dropped(1);
+                    error = Some(RecordError::TooDeep { max_depth: MAX_DEPTH });
+                }
+                self.overflow += 1;
+            } else if wanted {
+                begin_location = Some(location);
+            } else {
+                opened = Some(SKIPPED);
+            }
+        }
+
+        let mut output = None;
+        if ended.is_some() || begin_location.is_some() {
+            let begins = begin_location.is_some();
+            match self.record_event(lane, ended.is_some(), begin_location, record) {
+                Ok((slot, out)) => {
+                    output = Some(out);
+                    if begins {
+                        opened = Some(slot);
+                    }
+                }
+                Err(e) => {
+                    if let Some(begin_slot) = ended {
+                        self.mark_begin_dropped(begin_slot);
+                        self.ctx.count_dropped(1);
+                    }
+                    if begins {
+                        self.ctx.count_dropped(1);
+                        opened = Some(DROPPED);
+                    }
+                    error = Some(e);
+                }
+            }
+        }
+        if let Some(entry) = opened {
+            self.stack[self.depth] = entry;
+            self.depth += 1;
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok(output),
+        }
+    }
+
+    /// Takes a slot, records its event, writes its record and appends it to the list.
+    fn record_event<R>(
+        &mut self,
+        lane: Lane,
+        ends: bool,
+        begins: Option<Location>,
+        record: impl FnOnce(&B, &B::Event) -> Result<R, crate::BackendError>,
+    ) -> Result<(u32, R), RecordError> {
+        let index = self.take_slot()?;
+        let pool = &self.ctx.pool;
+        let slot = pool.slot(index);
+        let out = match record(&self.ctx.backend, &slot.event) {
+            Ok(out) => out,
+            Err(e) => {
+                self.untake_slot(index);
+                return Err(e.into());
+            }
+        };
+        // Safety: the slot is Owned by this list (taken from its reservation), so no other
+        // thread reads or writes its record until the list is submitted or dropped.
+        slot.record.with_mut(|r| unsafe { *r = EventRecord { lane, ends, begins, ..EventRecord::default() } });
+        if self.used.len == 0 {
+            self.used.first = index;
+        } else {
+            // Relaxed: the list's links are published by the Release CAS of submit or release.
+            pool.slot(self.used.last).link.store(index, Ordering::Relaxed);
+        }
+        self.used.last = index;
+        self.used.len += 1;
+        Ok((index, out))
+    }
+
+    fn take_slot(&mut self) -> Result<u32, RecordError> {
+        if self.spare.len == 0 {
+            let ctx = &self.ctx;
+            let chain = ctx.pool.acquire(ctx.config.batch, || ctx.backend.create_event()).map_err(|e| match e {
+                AcquireError::Exhausted => {
+                    RecordError::PoolExhausted { capacity: ctx.config.max_capacity }
+                }
+                AcquireError::Backend(e) => RecordError::Backend(e),
+            })?;
+            self.spare = Run { first: chain.first, last: chain.last, len: chain.len };
+        }
+        let index = self.spare.first;
+        self.spare.len -= 1;
+        if self.spare.len > 0 {
+            self.spare.first = self.ctx.pool.slot(index).link.load(Ordering::Relaxed);
+        }
+        Ok(index)
+    }
+
+    fn untake_slot(&mut self, index: u32) {
+        if self.spare.len == 0 {
+            self.spare.last = index;
+        } else {
+            self.ctx.pool.slot(index).link.store(self.spare.first, Ordering::Relaxed);
+        }
+        self.spare.first = index;
+        self.spare.len += 1;
+    }
+
+    fn mark_begin_dropped(&mut self, index: u32) {
+        // Safety: the slot is Owned by this list (it is on the list's open-zone stack).
+        self.ctx.pool.slot(index).record.with_mut(|r| unsafe { (*r).begin_dropped = true });
+    }
+
+    /// Hands the recorded events to the context's submission queue and the unused
+    /// reservation back to the pool. The caller has checked context and open zones.
+    pub(crate) fn submit(mut self) {
+        let ctx = Arc::clone(&self.ctx);
+        if let Some(spare) = self.spare.chain() {
+            ctx.pool.release_owned(spare);
+        }
+        let used = std::mem::replace(&mut self.used, Run::EMPTY);
+        self.spare = Run::EMPTY;
+        ctx.enqueue(used.first, used.last, used.len, self.id);
+    }
+
+    pub(crate) fn context(&self) -> &Arc<Inner<B>> {
+        &self.ctx
+    }
+}
+
+impl<B: Backend> Drop for EventList<B> {
+    fn drop(&mut self) {
+        let pool = &self.ctx.pool;
+        let mut index = self.used.first;
+        for _ in 0..self.used.len {
+            let slot = pool.slot(index);
+            // Safety: the slot is Owned by this list, which is being dropped unsubmitted.
+            slot.record.with_mut(|r| unsafe { *r = EventRecord::default() });
+            index = slot.link.load(Ordering::Relaxed);
+        }
+        let chain = match (self.used.chain(), self.spare.chain()) {
+            (Some(used), Some(spare)) => {
+                pool.slot(used.last).link.store(spare.first, Ordering::Relaxed);
+                Some(Chain { first: used.first, last: spare.last, len: used.len + spare.len })
+            }
+            (used, spare) => used.or(spare),
+        };
+        if let Some(chain) = chain {
+            pool.release_owned(chain);
+        }
+        if self.used.len > 0 {
+            self.ctx.count_discarded();
+        }
+    }
+}

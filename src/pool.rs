@@ -1,0 +1,426 @@
+//! The slots: one backend event each, in pages created on demand and never freed while the
+//! pool lives.
+//!
+//! ```text
+//! slot index:  0 .. c      c .. 3c        3c .. 7c            ...   (c = initial page size,
+//! page:        [ page 0 ]  [  page 1   ]  [      page 2     ]  ...   rounded up to 2^k;
+//!              c slots     2c slots       4c slots                   the last page is cut
+//!                                                                    to max_capacity)
+//! ```
+//!
+//! Page `k` starts at slot `c * (2^k - 1)`, so a slot's page is `log2(index / c + 1)`: two
+//! shifts, no table walk. A page is published by storing its pointer (Release) before any of
+//! its slots reaches the freelist, so whoever pops a slot also sees its page.
+//!
+//! The pool is also the one place that moves slots between states and counts them:
+//! Free -> Owned ([`Pool::acquire`]), Owned -> Free ([`Pool::release_owned`]),
+//! Owned -> Submitted ([`Pool::mark_submitted`]), Submitted -> Free ([`Pool::release_submitted`]).
+
+use crate::backend::Lane;
+use crate::error::BackendError;
+use crate::freelist::{Chain, FreeList, Links, NIL};
+use crate::location::Location;
+use crate::submit::SubmissionLinks;
+use crate::sync::consts::MAX_PAGES;
+use crate::sync::{spin_wait, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
+use crossbeam_utils::CachePadded;
+
+/// What happened at one recorded event, written by the owning list, read by the collector.
+#[derive(Debug)]
+pub(crate) struct EventRecord {
+    /// Where the event was recorded.
+    pub(crate) lane: Lane,
+    /// This event ends the innermost open zone of its list.
+    pub(crate) ends: bool,
+    /// This event begins a zone at this location.
+    pub(crate) begins: Option<Location>,
+    /// The zone begun here was never ended (its end could not be recorded): skip it.
+    pub(crate) begin_dropped: bool,
+    /// On a submitted list's first slot only: the list's last slot, length and id.
+    pub(crate) list_last: u32,
+    pub(crate) list_len: u32,
+    pub(crate) list_id: u64,
+}
+
+impl Default for EventRecord {
+    fn default() -> Self {
+        Self {
+            lane: Lane::Stream(0),
+            ends: false,
+            begins: None,
+            begin_dropped: false,
+            list_last: NIL,
+            list_len: 0,
+            list_id: 0,
+        }
+    }
+}
+
+/// One pool slot.
+#[derive(Debug)]
+pub(crate) struct Slot<E> {
+    /// Freelist link while Free; next event of the same list while Owned or Submitted.
+    pub(crate) link: AtomicU32,
+    /// On a submitted list's first slot: the first slot of the list submitted before it.
+    pub(crate) next_submitted: AtomicU32,
+    /// The backend event: created with the page, never changed, destroyed with the pool.
+    pub(crate) event: E,
+    /// Written only by the slot's owner: the list (Owned) or the collector (Submitted).
+    pub(crate) record: UnsafeCell<EventRecord>,
+}
+
+/// Why the pool could not hand out a slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AcquireError {
+    /// Empty, and at the maximum capacity.
+    Exhausted,
+    /// Growing failed: the backend could not create the new page's events.
+    Backend(BackendError),
+}
+
+/// Slot counts per state, each changed by the transition that moves slots, so that their sum
+/// against `capacity` checks the bookkeeping rather than restating it.
+#[derive(Debug, Default)]
+struct Counters {
+    capacity: CachePadded<AtomicUsize>,
+    free: CachePadded<AtomicUsize>,
+    owned: CachePadded<AtomicUsize>,
+    submitted: CachePadded<AtomicUsize>,
+    high_water: CachePadded<AtomicUsize>,
+    grows: AtomicUsize,
+}
+
+/// A snapshot of the pool's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PoolCounts {
+    pub(crate) capacity: usize,
+    pub(crate) max_capacity: usize,
+    pub(crate) pages: usize,
+    pub(crate) free: usize,
+    pub(crate) owned: usize,
+    pub(crate) submitted: usize,
+    pub(crate) high_water: usize,
+    pub(crate) grows: usize,
+}
+
+/// The pool of slots.
+pub(crate) struct Pool<E> {
+    free: FreeList,
+    /// Page k's first slot, or null until page k is created.
+    pages: [AtomicPtr<Slot<E>>; MAX_PAGES],
+    /// Pages created so far (only the growing thread writes it).
+    page_count: AtomicUsize,
+    /// Set while one thread creates a page.
+    growing: CachePadded<AtomicBool>,
+    /// log2 of page 0's size.
+    shift: u32,
+    max: u32,
+    /// Handed to stale freelist readers asking for a slot whose page they cannot see yet.
+    stale_link: AtomicU32,
+    counters: Counters,
+}
+
+// Safety: slots are shared between threads; every field is an atomic, the event (Send +
+// Sync by the `Backend` bound on `E` here), or the record cell, whose accesses are confined
+// to the slot's single owner by the state machine documented in docs/design.md.
+unsafe impl<E: Send + Sync> Sync for Pool<E> {}
+// Safety: as above; the pool owns its pages.
+unsafe impl<E: Send + Sync> Send for Pool<E> {}
+
+impl<E> std::fmt::Debug for Pool<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("counts", &self.counts()).finish()
+    }
+}
+
+impl<E> Links for Pool<E> {
+    #[inline]
+    fn link(&self, index: u32) -> &AtomicU32 {
+        match self.try_slot(index) {
+            Some(slot) => &slot.link,
+            None => &self.stale_link,
+        }
+    }
+}
+
+impl<E> SubmissionLinks for Pool<E> {
+    fn next_submitted(&self, index: u32) -> &AtomicU32 {
+        &self.slot(index).next_submitted
+    }
+}
+
+impl<E> Pool<E> {
+    /// Number of pages needed to reach `max` slots from a first page of `1 << shift`.
+    pub(crate) fn pages_needed(shift: u32, max: u32) -> Option<usize> {
+        (0..MAX_PAGES).find(|&k| Self::page_start_for(shift, k + 1) >= u64::from(max)).map(|k| k + 1)
+    }
+
+    /// The largest maximum reachable from a first page of `1 << shift`.
+    pub(crate) fn max_reachable(shift: u32) -> u64 {
+        Self::page_start_for(shift, MAX_PAGES).min(u64::from(NIL - 1))
+    }
+
+    fn page_start_for(shift: u32, k: usize) -> u64 {
+        ((1u64 << k) - 1) << shift
+    }
+
+    /// Makes a pool whose first page holds `initial` (rounded up to a power of two, cut to
+    /// `max`) events made by `create`. The caller has validated the capacities.
+    pub(crate) fn new(
+        initial: u32,
+        max: u32,
+        create: impl FnMut() -> Result<E, BackendError>,
+    ) -> Result<Self, BackendError> {
+        let shift = initial.next_power_of_two().trailing_zeros();
+        debug_assert!(Self::pages_needed(shift, max).is_some());
+        let pool = Self {
+            free: FreeList::new(),
+            pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            page_count: AtomicUsize::new(0),
+            growing: CachePadded::new(AtomicBool::new(false)),
+            shift,
+            max,
+            stale_link: AtomicU32::new(NIL),
+            counters: Counters::default(),
+        };
+        let chain = pool.add_page(create)?;
+        pool.free.push_chain(&pool, chain);
+        pool.counters.free.fetch_add(chain.len as usize, Ordering::Relaxed);
+        Ok(pool)
+    }
+
+    fn page_start(&self, k: usize) -> u64 {
+        Self::page_start_for(self.shift, k)
+    }
+
+    fn page_len(&self, k: usize) -> usize {
+        let start = self.page_start(k);
+        let end = self.page_start(k + 1).min(u64::from(self.max));
+        (end - start) as usize
+    }
+
+    /// The slot at `index`, or `None` if its page is not visible to this thread.
+    #[inline]
+    fn try_slot(&self, index: u32) -> Option<&Slot<E>> {
+        if index >= self.max {
+            return None;
+        }
+        let k = ((index >> self.shift) + 1).ilog2() as usize;
+        let offset = (u64::from(index) - self.page_start(k)) as usize;
+        // Acquire: pairs with the Release store in `add_page`, so the page's contents are
+        // visible before we touch them.
+        let page = self.pages[k].load(Ordering::Acquire);
+        if page.is_null() {
+            return None;
+        }
+        debug_assert!(offset < self.page_len(k));
+        // Safety: `page` points at a live page of `page_len(k)` slots (pages are freed only
+        // when the pool drops), and `offset < page_len(k)` by the page layout.
+        Some(unsafe { &*page.add(offset) })
+    }
+
+    /// The slot at `index`. The caller owns it (or is the collector), so its page is visible.
+    #[inline]
+    pub(crate) fn slot(&self, index: u32) -> &Slot<E> {
+        match self.try_slot(index) {
+            Some(slot) => slot,
+            None => unreachable!("slot {index} is owned, so its page was published before it"),
+        }
+    }
+
+    /// Free -> Owned: takes up to `n` slots, growing the pool if it is empty and below its
+    /// maximum. Only the thread that grows waits for the backend; others keep popping, and
+    /// wait only if the freelist is empty while a page is being made.
+    pub(crate) fn acquire(&self, n: u32, create: impl FnMut() -> Result<E, BackendError>) -> Result<Chain, AcquireError> {
+        let mut create = create;
+        loop {
+            if let Some(chain) = self.free.pop_chain(self, n) {
+                self.took(chain.len, true);
+                return Ok(chain);
+            }
+            // Acquire: pairs with the Release store that ends a growth, so the pages and
+            // counters it wrote are visible.
+            if self.growing.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+                spin_wait();
+                continue;
+            }
+            let grown = self.grow_locked(n, &mut create);
+            // Release: publishes the new page to the next grower.
+            self.growing.store(false, Ordering::Release);
+            return grown;
+        }
+    }
+
+    /// With the growth flag held: pops again (slots may have come back), else adds a page and
+    /// keeps up to `n` of its slots.
+    fn grow_locked(
+        &self,
+        n: u32,
+        create: &mut impl FnMut() -> Result<E, BackendError>,
+    ) -> Result<Chain, AcquireError> {
+        if let Some(chain) = self.free.pop_chain(self, n) {
+            self.took(chain.len, true);
+            return Ok(chain);
+        }
+        if self.counters.capacity.load(Ordering::Relaxed) >= self.max as usize {
+            return Err(AcquireError::Exhausted);
+        }
+        let page = self.add_page(create).map_err(AcquireError::Backend)?;
+        self.counters.grows.fetch_add(1, Ordering::Relaxed);
+        let keep = page.len.min(n);
+        let kept = Chain { first: page.first, last: page.first + keep - 1, len: keep };
+        if keep < page.len {
+            let rest = Chain { first: page.first + keep, last: page.last, len: page.len - keep };
+            self.free.push_chain(self, rest);
+            self.counters.free.fetch_add(rest.len as usize, Ordering::Relaxed);
+        }
+        self.took(keep, false);
+        Ok(kept)
+    }
+
+    /// Creates the next page's events and publishes the page; returns its slots as a chain
+    /// linked in index order. On a backend failure the pool is left as it was.
+    fn add_page(&self, mut create: impl FnMut() -> Result<E, BackendError>) -> Result<Chain, BackendError> {
+        let k = self.page_count.load(Ordering::Relaxed);
+        debug_assert!(k < MAX_PAGES);
+        let len = self.page_len(k);
+        let start = self.page_start(k) as u32;
+        let mut slots = Vec::with_capacity(len);
+        for i in 0..len as u32 {
+            let next = if i + 1 < len as u32 { start + i + 1 } else { NIL };
+            slots.push(Slot {
+                link: AtomicU32::new(next),
+                next_submitted: AtomicU32::new(NIL),
+                event: create()?,
+                record: UnsafeCell::new(EventRecord::default()),
+            });
+        }
+        let page = Box::into_raw(slots.into_boxed_slice()) as *mut Slot<E>;
+        // Release: the page's slots are initialized before anyone can load the pointer.
+        self.pages[k].store(page, Ordering::Release);
+        self.page_count.store(k + 1, Ordering::Release);
+        self.counters.capacity.fetch_add(len, Ordering::Relaxed);
+        Ok(Chain { first: start, last: start + len as u32 - 1, len: len as u32 })
+    }
+
+    fn took(&self, len: u32, from_free: bool) {
+        let len = len as usize;
+        if from_free {
+            self.counters.free.fetch_sub(len, Ordering::Relaxed);
+        }
+        self.counters.owned.fetch_add(len, Ordering::Relaxed);
+        let in_use = self.counters.capacity.load(Ordering::Relaxed)
+            .saturating_sub(self.counters.free.load(Ordering::Relaxed));
+        self.counters.high_water.fetch_max(in_use, Ordering::Relaxed);
+    }
+
+    /// Owned -> Free: a list returns slots it did not submit (one CAS for the whole chain).
+    pub(crate) fn release_owned(&self, chain: Chain) {
+        self.counters.owned.fetch_sub(chain.len as usize, Ordering::Relaxed);
+        self.push_free(chain);
+    }
+
+    /// Owned -> Submitted.
+    pub(crate) fn mark_submitted(&self, len: u32) {
+        self.counters.owned.fetch_sub(len as usize, Ordering::Relaxed);
+        self.counters.submitted.fetch_add(len as usize, Ordering::Relaxed);
+    }
+
+    /// Submitted -> Free: the collector returns collected lists (one CAS for all of them).
+    pub(crate) fn release_submitted(&self, chain: Chain) {
+        self.counters.submitted.fetch_sub(chain.len as usize, Ordering::Relaxed);
+        self.push_free(chain);
+    }
+
+    fn push_free(&self, chain: Chain) {
+        self.free.push_chain(self, chain);
+        self.counters.free.fetch_add(chain.len as usize, Ordering::Relaxed);
+    }
+
+    /// A snapshot of the counters (each read separately: exact when the pool is quiescent).
+    pub(crate) fn counts(&self) -> PoolCounts {
+        let c = &self.counters;
+        PoolCounts {
+            capacity: c.capacity.load(Ordering::Relaxed),
+            max_capacity: self.max as usize,
+            pages: self.page_count.load(Ordering::Relaxed),
+            free: c.free.load(Ordering::Relaxed),
+            owned: c.owned.load(Ordering::Relaxed),
+            submitted: c.submitted.load(Ordering::Relaxed),
+            high_water: c.high_water.load(Ordering::Relaxed),
+            grows: c.grows.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Walks the freelist: the number of slots really on it. Exact only when quiescent.
+    pub(crate) fn free_slots_walked(&self) -> usize {
+        self.free.count_quiescent(self, self.max as usize + 1)
+    }
+}
+
+impl<E> Drop for Pool<E> {
+    fn drop(&mut self) {
+        for k in 0..self.page_count.load(Ordering::Relaxed) {
+            let page = self.pages[k].load(Ordering::Relaxed);
+            let len = self.page_len(k);
+            // Safety: page k was made by `Box::into_raw` of a boxed slice of exactly
+            // `page_len(k)` slots, and nothing can reach it once the pool is dropped.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(page, len)) });
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn counter() -> impl FnMut() -> Result<u32, BackendError> {
+        let mut n = 0;
+        move || {
+            n += 1;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn pages_double_from_the_initial_size_up_to_the_maximum() {
+        let pool = Pool::new(3, 20, counter()).unwrap();
+        assert_eq!(pool.counts().capacity, 4, "initial size rounds up to a power of two");
+        let mut held = Vec::new();
+        while let Ok(chain) = pool.acquire(1, counter()) {
+            held.push(chain.first);
+        }
+        let c = pool.counts();
+        assert_eq!((c.capacity, c.pages, c.grows), (20, 3, 2), "4 + 8 + 8 (cut to the max)");
+        held.sort_unstable();
+        assert_eq!(held, (0..20).collect::<Vec<_>>());
+        assert_eq!(pool.acquire(1, counter()), Err(AcquireError::Exhausted));
+    }
+
+    #[test]
+    fn a_failed_growth_leaves_the_pool_as_it_was() {
+        let pool = Pool::new(2, 8, counter()).unwrap();
+        let a = pool.acquire(2, counter()).unwrap();
+        let mut made = 0;
+        let failing = || {
+            made += 1;
+            if made == 2 { Err(BackendError::new("create", "boom")) } else { Ok(0) }
+        };
+        assert!(matches!(pool.acquire(1, failing), Err(AcquireError::Backend(_))));
+        let c = pool.counts();
+        assert_eq!((c.capacity, c.pages, c.owned, c.free), (2, 1, 2, 0));
+        pool.release_owned(a);
+        assert_eq!(pool.acquire(1, counter()).unwrap().len, 1);
+    }
+
+    #[test]
+    fn slots_map_to_their_pages() {
+        let pool = Pool::new(4, 100, counter()).unwrap();
+        while pool.acquire(7, counter()).is_ok() {}
+        for i in 0..100 {
+            let event = pool.slot(i).event;
+            assert!(event >= 1);
+        }
+        assert_eq!(pool.counts().pages, 5);
+    }
+}

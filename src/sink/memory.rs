@@ -1,0 +1,84 @@
+//! A sink that keeps every collected zone in memory, for tests and in-process analysis.
+
+use super::{Calibration, ContextInfo, Sink, Zone, ZoneBatch};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+#[derive(Debug, Default)]
+struct Recorded {
+    info: Option<ContextInfo>,
+    calibrations: Vec<Calibration>,
+    batches: Vec<(u64, Vec<Zone>)>,
+    flushes: usize,
+}
+
+/// Keeps zones in memory. Clones share the same store: give one to the context and keep
+/// one to read from.
+#[derive(Debug, Clone, Default)]
+pub struct MemorySink {
+    recorded: Arc<Mutex<Recorded>>,
+}
+
+impl MemorySink {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Recorded> {
+        self.recorded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every zone so far, batch after batch (each batch in begin order).
+    pub fn zones(&self) -> Vec<Zone> {
+        self.lock().batches.iter().flat_map(|(_, zones)| zones.iter().cloned()).collect()
+    }
+
+    /// Every batch so far: (list id, zones), in the order the collector sent them.
+    pub fn batches(&self) -> Vec<(u64, Vec<Zone>)> {
+        self.lock().batches.clone()
+    }
+
+    /// Calibration pairs received (the base pair is in [`info`](Self::info)).
+    pub fn calibrations(&self) -> Vec<Calibration> {
+        self.lock().calibrations.clone()
+    }
+
+    /// The context this sink was opened for, if it was.
+    pub fn info(&self) -> Option<ContextInfo> {
+        self.lock().info.clone()
+    }
+
+    /// How many times the sink was flushed.
+    pub fn flushes(&self) -> usize {
+        self.lock().flushes
+    }
+
+    /// Forgets everything collected so far.
+    pub fn clear(&self) {
+        let mut recorded = self.lock();
+        recorded.batches.clear();
+        recorded.calibrations.clear();
+    }
+}
+
+impl Sink for MemorySink {
+    fn open(&mut self, context: &ContextInfo) -> std::io::Result<()> {
+        self.lock().info = Some(context.clone());
+        Ok(())
+    }
+
+    fn calibrate(&mut self, _context: &ContextInfo, calibration: Calibration) -> std::io::Result<()> {
+        self.lock().calibrations.push(calibration);
+        Ok(())
+    }
+
+    fn zones(&mut self, _context: &ContextInfo, batch: ZoneBatch<'_>) -> std::io::Result<()> {
+        self.lock().batches.push((batch.list_id, batch.zones.to_vec()));
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.lock().flushes += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,89 @@
+//! Where collected zones go: the only way zones leave the crate.
+//!
+//! The collector calls a sink, one batch per collected list, in submission order. Only the
+//! collector calls sinks, and only one collector runs at a time, so a sink needs `Send` but not
+//! `Sync`, and never sees two calls at once.
+//!
+//! - [`memory`]: keeps zones in memory (tests, in-process analysis).
+//! - [`chrome`]: Chrome trace event JSON, loadable in Perfetto and `chrome://tracing`.
+//! - `tracy`: the Tracy profiler (feature `tracy`).
+
+pub mod chrome;
+pub mod memory;
+#[cfg(feature = "tracy")]
+pub mod tracy;
+
+use crate::backend::Lane;
+use crate::location::Location;
+
+/// What a sink learns about the context that feeds it.
+#[derive(Debug, Clone)]
+pub struct ContextInfo {
+    /// The context's id, unique in this process.
+    pub id: u32,
+    /// The context's name (from its configuration).
+    pub name: String,
+    /// The backend's name.
+    pub backend: &'static str,
+    /// The first calibration pair, taken when the context was made: GPU time 0 is the
+    /// context's base event.
+    pub base: Calibration,
+}
+
+/// A (GPU time, host time) pair observed together. GPU times are nanoseconds since the
+/// context's base event; host times are the backend's host clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Calibration {
+    /// GPU nanoseconds since the base event.
+    pub gpu_ns: i64,
+    /// Host clock nanoseconds at the same moment.
+    pub host_ns: i64,
+}
+
+/// One collected zone.
+#[derive(Debug, Clone)]
+pub struct Zone {
+    /// Where the zone was recorded.
+    pub location: Location,
+    /// The stream or graph its begin event was recorded on.
+    pub lane: Lane,
+    /// Nesting depth in its list: 0 for an outermost zone.
+    pub depth: u32,
+    /// Begin, GPU nanoseconds since the context's base event.
+    pub gpu_begin_ns: i64,
+    /// End, GPU nanoseconds since the context's base event (`>= gpu_begin_ns`).
+    pub gpu_end_ns: i64,
+    /// Begin on the host clock, through the latest calibration pair.
+    pub host_begin_ns: i64,
+    /// End on the host clock, through the latest calibration pair.
+    pub host_end_ns: i64,
+}
+
+/// The zones of one collected list, in the order they began (parents before children).
+#[derive(Debug, Clone, Copy)]
+pub struct ZoneBatch<'a> {
+    /// The list's id, unique in its context.
+    pub list_id: u64,
+    /// The zones, in begin order.
+    pub zones: &'a [Zone],
+}
+
+/// A destination for collected zones.
+pub trait Sink: Send {
+    /// Called once when the context is made, before any other call.
+    fn open(&mut self, context: &ContextInfo) -> std::io::Result<()> {
+        let _ = context;
+        Ok(())
+    }
+    /// A new calibration pair (sent whenever the collector takes a new anchor).
+    fn calibrate(&mut self, context: &ContextInfo, calibration: Calibration) -> std::io::Result<()> {
+        let _ = (context, calibration);
+        Ok(())
+    }
+    /// The zones of one list. Batches arrive in submission order.
+    fn zones(&mut self, context: &ContextInfo, batch: ZoneBatch<'_>) -> std::io::Result<()>;
+    /// Makes everything written so far durable (called by `flush` and when the context ends).
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

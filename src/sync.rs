@@ -1,0 +1,96 @@
+//! The one place that chooses between `loom` and `std`.
+//!
+//! Every other module imports its atomics, cells, `Arc`, `Mutex` and spin hint from here and
+//! never knows which it got. Under `--cfg loom` the types are loom's model-checked ones and the
+//! crate's constants shrink (see [`consts`]) so that models stay small enough to explore.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+
+pub(crate) use std::sync::atomic::Ordering;
+
+/// Tells the scheduler this thread is waiting for another. Loom needs an explicit yield in
+/// every spin loop or it explores the spinning thread forever.
+#[inline]
+pub(crate) fn spin_wait() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
+
+/// An `UnsafeCell` with loom's `with` / `with_mut` API, so that loom can check every access.
+#[cfg(loom)]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(loom::cell::UnsafeCell<T>);
+
+#[cfg(loom)]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(loom::cell::UnsafeCell::new(value))
+    }
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        self.0.with(f)
+    }
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        self.0.with_mut(f)
+    }
+}
+
+/// An `UnsafeCell` with loom's `with` / `with_mut` API, so that loom can check every access.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: the data behind our mutexes stays consistent even if a
+/// user's sink panicked while the lock was held (every update is completed before user code
+/// runs, or is redone on the next call).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// Tries to lock a mutex without waiting; `None` when another thread holds it.
+pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    #[cfg(not(loom))]
+    use std::sync::TryLockError;
+    #[cfg(loom)]
+    use loom::sync::TryLockError;
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Sizes that shrink under loom so that the models stay explorable.
+pub(crate) mod consts {
+    /// Largest number of pages a pool can have (page k holds `initial << k` slots).
+    pub(crate) const MAX_PAGES: usize = if cfg!(loom) { 4 } else { 32 };
+    /// Deepest zone nesting one list supports.
+    pub(crate) const MAX_DEPTH: usize = if cfg!(loom) { 4 } else { 32 };
+}
