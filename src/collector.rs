@@ -199,8 +199,11 @@ impl<B: Backend> Collector<B> {
         let mut index = first;
         for i in 0..len {
             let slot = ctx.pool.slot(index);
-            let (reference, base) =
-                if i == 0 { (&self.anchor.event, self.anchor.at.gpu_ns) } else { (&head.event, self.times[0]) };
+            let (reference, base) = if i == 0 {
+                (&self.anchor.event, self.anchor.at.gpu_ns)
+            } else {
+                (&head.event, self.times[0])
+            };
             let ms = match backend.elapsed_ms(reference, &slot.event)? {
                 Some(ms) => ms,
                 None if wait => {
@@ -220,7 +223,13 @@ impl<B: Backend> Collector<B> {
 
     /// Rebuilds the zones of the list at `first` from its records and times, sends them to
     /// the sinks, clears the records, and returns the list's chain for release.
-    fn emit(&mut self, ctx: &Inner<B>, first: u32, report: &mut CollectReport, error: &mut Option<Error>) -> Chain {
+    fn emit(
+        &mut self,
+        ctx: &Inner<B>,
+        first: u32,
+        report: &mut CollectReport,
+        error: &mut Option<Error>,
+    ) -> Chain {
         let anchor = self.anchor.at;
         let host = |gpu_ns: i64| anchor.host_ns + (gpu_ns - anchor.gpu_ns);
         self.zones.clear();
@@ -285,7 +294,8 @@ impl<B: Backend> Collector<B> {
     ) -> (u64, Chain) {
         let head = ctx.pool.slot(first);
         // Safety: the list is Submitted and held by this collector (lock held).
-        let (len, last, list_id) = head.record.with(|r| unsafe { ((*r).list_len, (*r).list_last, (*r).list_id) });
+        let (len, last, list_id) =
+            head.record.with(|r| unsafe { ((*r).list_len, (*r).list_last, (*r).list_id) });
         let mut index = first;
         for i in 0..len as usize {
             let slot = ctx.pool.slot(index);

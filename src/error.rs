@@ -1,7 +1,7 @@
 //! Typed errors. No error path panics; every error that takes ownership of a list hands it back.
 
-use crate::list::EventList;
 use crate::backend::Backend;
+use crate::list::EventList;
 
 /// A failure reported by the GPU backend, with the call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,14 +111,10 @@ impl<B: Backend> SubmitError<B> {
 impl<B: Backend> std::fmt::Debug for SubmitError<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::OpenZones { open, list } => f
-                .debug_struct("OpenZones")
-                .field("open", open)
-                .field("list", &list.id())
-                .finish(),
-            Self::WrongContext { list } => {
-                f.debug_struct("WrongContext").field("list", &list.id()).finish()
+            Self::OpenZones { open, list } => {
+                f.debug_struct("OpenZones").field("open", open).field("list", &list.id()).finish()
             }
+            Self::WrongContext { list } => f.debug_struct("WrongContext").field("list", &list.id()).finish(),
         }
     }
 }

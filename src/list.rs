@@ -114,7 +114,11 @@ impl<B: Backend> EventList<B> {
     ///
     /// On an error the zone is still opened (as dropped), so the matching
     /// [`zone_end`](Self::zone_end) keeps the nesting balanced.
-    pub fn zone_begin(&mut self, stream: &B::Stream, location: impl Into<Location>) -> Result<(), RecordError> {
+    pub fn zone_begin(
+        &mut self,
+        stream: &B::Stream,
+        location: impl Into<Location>,
+    ) -> Result<(), RecordError> {
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
         self.step(lane, false, Some(location.into()), |b, e| b.record(e, stream)).map(drop)
     }
@@ -126,7 +130,11 @@ impl<B: Backend> EventList<B> {
     }
 
     /// Ends the innermost open zone and begins the next one with ONE event on `stream`.
-    pub fn zone_next(&mut self, stream: &B::Stream, location: impl Into<Location>) -> Result<(), RecordError> {
+    pub fn zone_next(
+        &mut self,
+        stream: &B::Stream,
+        location: impl Into<Location>,
+    ) -> Result<(), RecordError> {
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
         self.step(lane, true, Some(location.into()), |b, e| b.record(e, stream)).map(drop)
     }
@@ -257,7 +265,8 @@ impl<B: Backend> EventList<B> {
         };
         // Safety: the slot is Owned by this list (taken from its reservation), so no other
         // thread reads or writes its record until the list is submitted or dropped.
-        slot.record.with_mut(|r| unsafe { *r = EventRecord { lane, ends, begins, ..EventRecord::default() } });
+        slot.record
+            .with_mut(|r| unsafe { *r = EventRecord { lane, ends, begins, ..EventRecord::default() } });
         if self.used.len == 0 {
             self.used.first = index;
         } else {
@@ -272,12 +281,13 @@ impl<B: Backend> EventList<B> {
     fn take_slot(&mut self) -> Result<u32, RecordError> {
         if self.spare.len == 0 {
             let ctx = &self.ctx;
-            let chain = ctx.pool.acquire(ctx.config.batch, || ctx.backend.create_event()).map_err(|e| match e {
-                AcquireError::Exhausted => {
-                    RecordError::PoolExhausted { capacity: ctx.config.max_capacity }
-                }
-                AcquireError::Backend(e) => RecordError::Backend(e),
-            })?;
+            let chain =
+                ctx.pool.acquire(ctx.config.batch, || ctx.backend.create_event()).map_err(|e| match e {
+                    AcquireError::Exhausted => {
+                        RecordError::PoolExhausted { capacity: ctx.config.max_capacity }
+                    }
+                    AcquireError::Backend(e) => RecordError::Backend(e),
+                })?;
             self.spare = Run { first: chain.first, last: chain.last, len: chain.len };
         }
         let index = self.spare.first;

@@ -231,7 +231,11 @@ impl<E> Pool<E> {
     /// Free -> Owned: takes up to `n` slots, growing the pool if it is empty and below its
     /// maximum. Only the thread that grows waits for the backend; others keep popping, and
     /// wait only if the freelist is empty while a page is being made.
-    pub(crate) fn acquire(&self, n: u32, create: impl FnMut() -> Result<E, BackendError>) -> Result<Chain, AcquireError> {
+    pub(crate) fn acquire(
+        &self,
+        n: u32,
+        create: impl FnMut() -> Result<E, BackendError>,
+    ) -> Result<Chain, AcquireError> {
         let mut create = create;
         loop {
             if let Some(chain) = self.free.pop_chain(self, n) {
@@ -309,7 +313,10 @@ impl<E> Pool<E> {
             self.counters.free.fetch_sub(len, Ordering::Relaxed);
         }
         self.counters.owned.fetch_add(len, Ordering::Relaxed);
-        let in_use = self.counters.capacity.load(Ordering::Relaxed)
+        let in_use = self
+            .counters
+            .capacity
+            .load(Ordering::Relaxed)
             .saturating_sub(self.counters.free.load(Ordering::Relaxed));
         self.counters.high_water.fetch_max(in_use, Ordering::Relaxed);
     }
@@ -404,7 +411,11 @@ mod tests {
         let mut made = 0;
         let failing = || {
             made += 1;
-            if made == 2 { Err(BackendError::new("create", "boom")) } else { Ok(0) }
+            if made == 2 {
+                Err(BackendError::new("create", "boom"))
+            } else {
+                Ok(0)
+            }
         };
         assert!(matches!(pool.acquire(1, failing), Err(AcquireError::Backend(_))));
         let c = pool.counts();

@@ -76,10 +76,10 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Tries to lock a mutex without waiting; `None` when another thread holds it.
 pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    #[cfg(not(loom))]
-    use std::sync::TryLockError;
     #[cfg(loom)]
     use loom::sync::TryLockError;
+    #[cfg(not(loom))]
+    use std::sync::TryLockError;
     match mutex.try_lock() {
         Ok(guard) => Some(guard),
         Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),

@@ -7,9 +7,9 @@
 //! - [`sim`]: a simulated GPU (the default, no GPU needed).
 //! - `cuda`: CUDA through `cudarc` (feature `cuda`).
 
-pub mod sim;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod sim;
 
 use crate::error::BackendError;
 

@@ -135,7 +135,10 @@ impl SimBackend {
 
     /// A new stream.
     pub fn stream(&self) -> SimStream {
-        SimStream { id: self.gpu.next_id.fetch_add(1, Ordering::Relaxed), busy_until: Arc::new(AtomicI64::new(0)) }
+        SimStream {
+            id: self.gpu.next_id.fetch_add(1, Ordering::Relaxed),
+            busy_until: Arc::new(AtomicI64::new(0)),
+        }
     }
 
     /// A new, empty graph.

@@ -102,7 +102,8 @@ impl ChromeTraceSink {
             Lane::Stream(key) => format!("stream {key:#x}"),
             Lane::Graph(key) => format!("graph {key:#x}"),
         };
-        let meta = json!({"name": "thread_name", "ph": "M", "pid": context.id, "tid": tid, "args": {"name": name}});
+        let meta =
+            json!({"name": "thread_name", "ph": "M", "pid": context.id, "tid": tid, "args": {"name": name}});
         self.write_event(&meta.to_string())?;
         let order = json!({"name": "thread_sort_index", "ph": "M", "pid": context.id, "tid": tid, "args": {"sort_index": tid}});
         self.write_event(&order.to_string())?;

@@ -1,0 +1,1 @@
+//! Tracy sink (feature `tracy`): being written.
