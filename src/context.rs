@@ -346,11 +346,11 @@ impl<B: Backend> TracingContext<B> {
     /// Refuses, handing the list back, if it has open zones or belongs to another context.
     pub fn submit(&self, list: EventList<B>) -> Result<(), SubmitError<B>> {
         if !Arc::ptr_eq(list.context(), &self.inner) {
-            return Err(SubmitError::WrongContext { list });
+            return Err(SubmitError::WrongContext { list: Box::new(list) });
         }
         let open = list.open_zones();
         if open > 0 {
-            return Err(SubmitError::OpenZones { open, list });
+            return Err(SubmitError::OpenZones { open, list: Box::new(list) });
         }
         list.submit();
         Ok(())

@@ -88,14 +88,14 @@ pub enum SubmitError<B: Backend> {
     OpenZones {
         /// How many zones are open.
         open: usize,
-        /// The list, unchanged.
-        list: EventList<B>,
+        /// The list, unchanged (boxed: it keeps the error small).
+        list: Box<EventList<B>>,
     },
     /// The list belongs to another tracing context.
     #[error("list belongs to another tracing context")]
     WrongContext {
-        /// The list, unchanged.
-        list: EventList<B>,
+        /// The list, unchanged (boxed: it keeps the error small).
+        list: Box<EventList<B>>,
     },
 }
 
@@ -103,7 +103,7 @@ impl<B: Backend> SubmitError<B> {
     /// Takes the list back out of the error.
     pub fn into_list(self) -> EventList<B> {
         match self {
-            Self::OpenZones { list, .. } | Self::WrongContext { list } => list,
+            Self::OpenZones { list, .. } | Self::WrongContext { list } => *list,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Where a zone comes from: a name, the function, file and line, and its verbosity level.
 //!
-//! Static locations are made at compile time by [`location!`](crate::location) and cost one
+//! Static locations are made at compile time by [`location!`](macro@crate::location) and cost one
 //! pointer per zone. Dynamic locations ([`DynamicLocation`]) carry run-time strings behind an
 //! `Arc`: cloning one on the recording path is an atomic increment.
 
@@ -39,7 +39,7 @@ impl std::str::FromStr for Verbosity {
     }
 }
 
-/// A zone location fixed at compile time. Make one with [`location!`](crate::location).
+/// A zone location fixed at compile time. Make one with [`location!`](macro@crate::location).
 #[derive(Debug)]
 pub struct SourceLocation {
     /// The zone's name.
@@ -99,7 +99,7 @@ impl DynamicLocation {
 /// Where a zone comes from: static (free to pass around) or dynamic (shared strings).
 #[derive(Debug, Clone)]
 pub enum Location {
-    /// Made at compile time by [`location!`](crate::location).
+    /// Made at compile time by [`location!`](macro@crate::location).
     Static(&'static SourceLocation),
     /// Made at run time.
     Dynamic(Arc<DynamicLocation>),

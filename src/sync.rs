@@ -76,9 +76,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Tries to lock a mutex without waiting; `None` when another thread holds it.
 pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    #[cfg(loom)]
-    use loom::sync::TryLockError;
-    #[cfg(not(loom))]
+    // loom's `Mutex::try_lock` returns std's `TryLockResult` too.
     use std::sync::TryLockError;
     match mutex.try_lock() {
         Ok(guard) => Some(guard),

@@ -1,0 +1,612 @@
+//! The Tracy sink's message sequence, checked through its seam ([`TracyApi`]): a recorder takes
+//! the messages, and a model of Tracy's server replays them with the server's own rules (query
+//! ids must be free when used and resolved by a time; one zone stack per context; a time more
+//! than 2^31 below the last is a timer wrap; calibrated placement of GPU times).
+
+use gpu_event_pool::sim::SimBackend;
+use gpu_event_pool::sink::memory::MemorySink;
+use gpu_event_pool::sink::tracy::{TracyApi, TracyContextIds, TracyGpuKind, TracySink, MAX_CONTEXTS};
+use gpu_event_pool::sink::{Calibration, ContextInfo, Sink, Zone, ZoneBatch};
+use gpu_event_pool::{location, Config, DynamicLocation, Lane, Location, SourceLocation, TracingContext};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One message to Tracy, with Tracy's CPU clock when it was emitted (`cpu`).
+#[derive(Debug, Clone, PartialEq)]
+enum Msg {
+    NewContext { context: u8, kind: TracyGpuKind, gpu: i64, name: String, cpu: i64 },
+    Calibrate { context: u8, gpu: i64, cpu_delta: i64, cpu: i64 },
+    Begin { context: u8, name: String, dynamic: bool, query: u16 },
+    End { context: u8, query: u16 },
+    Time { context: u8, query: u16, gpu: i64 },
+}
+
+type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// Records every message; Tracy's CPU clock is `clock`.
+#[derive(Clone)]
+struct Recorder {
+    log: Arc<Mutex<Vec<Msg>>>,
+    ids: Arc<TracyContextIds>,
+    registrations: Arc<AtomicUsize>,
+    clock: Clock,
+}
+
+impl Recorder {
+    fn new(clock: Clock) -> Self {
+        Self::sharing_ids(clock, Arc::new(TracyContextIds::new()))
+    }
+    fn sharing_ids(clock: Clock, ids: Arc<TracyContextIds>) -> Self {
+        Self { log: Arc::default(), ids, registrations: Arc::default(), clock }
+    }
+    fn push(&self, msg: Msg) {
+        self.log.lock().unwrap().push(msg);
+    }
+    fn messages(&self) -> Vec<Msg> {
+        self.log.lock().unwrap().clone()
+    }
+    fn times(&self) -> Vec<i64> {
+        self.messages()
+            .iter()
+            .filter_map(|m| if let Msg::Time { gpu, .. } = m { Some(*gpu) } else { None })
+            .collect()
+    }
+}
+
+impl TracyApi for Recorder {
+    type Location = &'static SourceLocation;
+
+    fn reserve_context(&mut self) -> Option<u8> {
+        self.ids.take()
+    }
+    fn static_location(&mut self, location: &'static SourceLocation) -> &'static SourceLocation {
+        self.registrations.fetch_add(1, Ordering::Relaxed);
+        location
+    }
+    fn new_context(&mut self, context: u8, kind: TracyGpuKind, gpu: i64, name: &str) {
+        let cpu = (self.clock)();
+        self.push(Msg::NewContext { context, kind, gpu, name: name.to_owned(), cpu });
+    }
+    fn calibrate(&mut self, context: u8, gpu: i64, cpu_delta: i64) {
+        let cpu = (self.clock)();
+        self.push(Msg::Calibrate { context, gpu, cpu_delta, cpu });
+    }
+    fn begin_span(&mut self, context: u8, location: &'static SourceLocation, query: u16) {
+        self.push(Msg::Begin { context, name: location.name.to_owned(), dynamic: false, query });
+    }
+    fn begin_span_alloc(&mut self, context: u8, name: &str, _: &str, _: &str, _: u32, query: u16) {
+        self.push(Msg::Begin { context, name: name.to_owned(), dynamic: true, query });
+    }
+    fn end_span(&mut self, context: u8, query: u16) {
+        self.push(Msg::End { context, query });
+    }
+    fn upload_gpu_timestamp(&mut self, context: u8, query: u16, gpu: i64) {
+        self.push(Msg::Time { context, query, gpu });
+    }
+}
+
+/// A zone as Tracy's server shows it.
+#[derive(Debug, Clone, PartialEq)]
+struct Shown {
+    name: String,
+    depth: usize,
+    start: i64,
+    end: i64,
+}
+
+/// One GPU context of the server model (Tracy's `GpuCtxData`, calibrated, period 1).
+#[derive(Debug, Default)]
+struct ModelContext {
+    query: HashMap<u16, usize>,
+    stack: Vec<usize>,
+    zones: Vec<Shown>,
+    calibrated_gpu: i64,
+    calibrated_cpu: i64,
+    rate: f64,
+    last_gpu: i64,
+}
+
+/// Replays messages by the rules of Tracy's server (`TracyWorker.cpp`), panicking where the
+/// server would assert or silently corrupt the capture.
+#[derive(Debug, Default)]
+struct Model {
+    contexts: HashMap<u8, ModelContext>,
+}
+
+impl Model {
+    fn replay(messages: &[Msg]) -> Self {
+        let mut model = Self::default();
+        for msg in messages {
+            model.apply(msg);
+        }
+        model
+    }
+
+    fn context(&mut self, id: u8) -> &mut ModelContext {
+        self.contexts.get_mut(&id).unwrap_or_else(|| panic!("message for context {id}, never created"))
+    }
+
+    fn apply(&mut self, msg: &Msg) {
+        match msg.clone() {
+            Msg::NewContext { context, gpu, cpu, .. } => {
+                let fresh = ModelContext {
+                    calibrated_gpu: gpu,
+                    calibrated_cpu: cpu,
+                    rate: 1.0,
+                    ..Default::default()
+                };
+                assert!(self.contexts.insert(context, fresh).is_none(), "context {context} created twice");
+            }
+            Msg::Calibrate { context, gpu, cpu_delta, cpu } => {
+                let ctx = self.context(context);
+                ctx.rate = cpu_delta as f64 / (gpu - ctx.calibrated_gpu) as f64;
+                assert!(ctx.rate.is_finite() && ctx.rate > 0.0, "calibration gives rate {}", ctx.rate);
+                ctx.calibrated_gpu = gpu;
+                ctx.calibrated_cpu = cpu;
+            }
+            Msg::Begin { context, name, query, .. } => {
+                let ctx = self.context(context);
+                assert!(!ctx.query.contains_key(&query), "query id {query} reused while outstanding");
+                ctx.zones.push(Shown { name, depth: ctx.stack.len(), start: -1, end: -1 });
+                ctx.stack.push(ctx.zones.len() - 1);
+                ctx.query.insert(query, ctx.zones.len() - 1);
+            }
+            Msg::End { context, query } => {
+                let ctx = self.context(context);
+                let zone = ctx.stack.pop().expect("zone end with no open zone");
+                assert!(!ctx.query.contains_key(&query), "query id {query} reused while outstanding");
+                ctx.query.insert(query, zone);
+            }
+            Msg::Time { context, query, gpu } => {
+                let ctx = self.context(context);
+                let zone =
+                    ctx.query.remove(&query).unwrap_or_else(|| panic!("time for unused query id {query}"));
+                assert!(
+                    gpu >= ctx.last_gpu - (1 << 31),
+                    "time {gpu} after {} reads as a timer wrap",
+                    ctx.last_gpu
+                );
+                ctx.last_gpu = gpu;
+                let shown = ((gpu - ctx.calibrated_gpu) as f64 * ctx.rate + ctx.calibrated_cpu as f64) as i64;
+                let zone = &mut ctx.zones[zone];
+                if zone.start < 0 {
+                    zone.start = shown;
+                } else {
+                    zone.end = shown;
+                }
+            }
+        }
+    }
+
+    fn only(&self) -> &ModelContext {
+        assert_eq!(self.contexts.len(), 1, "expected one context");
+        self.contexts.values().next().unwrap()
+    }
+}
+
+fn info(backend: &'static str) -> ContextInfo {
+    ContextInfo {
+        id: 1,
+        name: "render queue".to_owned(),
+        backend,
+        base: Calibration { gpu_ns: 0, host_ns: 1_000_000 },
+    }
+}
+
+fn zone(location: impl Into<Location>, depth: u32, begin: i64, end: i64) -> Zone {
+    Zone {
+        location: location.into(),
+        lane: Lane::Stream(1),
+        depth,
+        gpu_begin_ns: begin,
+        gpu_end_ns: end,
+        host_begin_ns: begin,
+        host_end_ns: end,
+    }
+}
+
+/// A sink on a recorder whose clock (Tracy's and the host's) reads `now`.
+fn sink_at(now: &Arc<AtomicI64>) -> (TracySink<Recorder>, Recorder) {
+    let clock_now = Arc::clone(now);
+    let clock: Clock = Arc::new(move || clock_now.load(Ordering::Relaxed));
+    let recorder = Recorder::new(Arc::clone(&clock));
+    (TracySink::with_api(recorder.clone(), move || clock()), recorder)
+}
+
+fn opened_sink() -> (TracySink<Recorder>, Recorder) {
+    let now = Arc::new(AtomicI64::new(info("sim").base.host_ns));
+    let (mut sink, recorder) = sink_at(&now);
+    sink.open(&info("sim")).unwrap();
+    (sink, recorder)
+}
+
+fn send(sink: &mut TracySink<Recorder>, list_id: u64, zones: &[Zone]) -> std::io::Result<()> {
+    sink.zones(&info("sim"), ZoneBatch { list_id, zones })
+}
+
+#[test]
+fn nested_zones_reach_tracy_as_the_same_tree() {
+    let (mut sink, recorder) = opened_sink();
+    let zones = [
+        zone(location!("frame"), 0, 100, 900),
+        zone(location!("upload"), 1, 110, 200),
+        zone(location!("draw"), 1, 200, 800),
+        zone(location!("pass 1"), 2, 210, 400),
+        zone(location!("pass 2"), 2, 400, 790),
+        zone(location!("present"), 0, 950, 990),
+    ];
+    send(&mut sink, 1, &zones).unwrap();
+
+    let model = Model::replay(&recorder.messages());
+    let shown: Vec<(String, usize)> = model.only().zones.iter().map(|z| (z.name.clone(), z.depth)).collect();
+    let expected: Vec<(String, usize)> =
+        zones.iter().map(|z| (z.location.name().to_owned(), z.depth as usize)).collect();
+    assert_eq!(shown, expected);
+    assert!(model.only().stack.is_empty(), "every zone begun in a batch ends in it");
+}
+
+#[test]
+fn a_zone_whose_parent_was_dropped_ends_before_its_next_sibling_begins() {
+    let (mut sink, recorder) = opened_sink();
+    // The depth-0 parent and the depth-1 parent of "c" were dropped: depths have gaps.
+    let zones = [
+        zone(location!("a"), 1, 100, 200),
+        zone(location!("b"), 1, 200, 300),
+        zone(location!("c"), 2, 300, 400),
+        zone(location!("d"), 1, 400, 500),
+    ];
+    send(&mut sink, 1, &zones).unwrap();
+
+    let model = Model::replay(&recorder.messages());
+    let shown: Vec<(&str, usize)> = model.only().zones.iter().map(|z| (z.name.as_str(), z.depth)).collect();
+    assert_eq!(shown, [("a", 0), ("b", 0), ("c", 0), ("d", 0)]);
+}
+
+#[test]
+fn every_query_id_is_resolved_before_the_batch_returns() {
+    let (mut sink, recorder) = opened_sink();
+    for list in 0..50 {
+        let t = 1_000 + list * 1_000;
+        let zones = [zone(location!("outer"), 0, t, t + 900), zone(location!("inner"), 1, t + 100, t + 800)];
+        send(&mut sink, list as u64, &zones).unwrap();
+        let model = Model::replay(&recorder.messages());
+        assert!(model.only().query.is_empty(), "ids outstanding after list {list}: {:?}", model.only().query);
+    }
+}
+
+#[test]
+fn query_ids_are_distinct_within_a_batch_and_continue_across_batches() {
+    let (mut sink, recorder) = opened_sink();
+    let batch: Vec<Zone> =
+        (0..100).map(|i| zone(location!("k"), 0, 1_000 + i * 10, 1_005 + i * 10)).collect();
+    send(&mut sink, 1, &batch).unwrap();
+    send(
+        &mut sink,
+        2,
+        &batch
+            .iter()
+            .cloned()
+            .map(|mut z| {
+                z.gpu_begin_ns += 10_000;
+                z.gpu_end_ns += 10_000;
+                z
+            })
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+
+    let ids: Vec<u16> = recorder
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Msg::Begin { query, .. } | Msg::End { query, .. } => Some(*query),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), 400);
+    let mut distinct = ids.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ids.len(), "an id was used twice across two batches");
+}
+
+#[test]
+fn query_ids_wrap_past_65536_without_reusing_an_outstanding_id() {
+    let (mut sink, recorder) = opened_sink();
+    // 40 000 zones: 80 000 ids, more than a u16 holds, in one batch.
+    let zones: Vec<Zone> =
+        (0..40_000).map(|i| zone(location!("tiny"), 0, 1_000 + i * 4, 1_002 + i * 4)).collect();
+    send(&mut sink, 1, &zones).unwrap();
+
+    let model = Model::replay(&recorder.messages());
+    assert_eq!(model.only().zones.len(), zones.len());
+    assert!(model.only().query.is_empty());
+}
+
+#[test]
+fn each_zone_begins_before_it_ends_and_uploaded_times_only_move_forward() {
+    let (mut sink, recorder) = opened_sink();
+    let zones = [
+        zone(location!("outer"), 0, 1_000, 9_000),
+        zone(location!("a"), 1, 1_500, 3_000),
+        zone(location!("b"), 1, 3_000, 8_000),
+        zone(location!("b.1"), 2, 3_500, 7_000),
+    ];
+    send(&mut sink, 1, &zones).unwrap();
+
+    let messages = recorder.messages();
+    // Every begin and end is followed at once by its own time.
+    for pair in messages.windows(2) {
+        if let Msg::Begin { query, .. } | Msg::End { query, .. } = &pair[0] {
+            assert!(matches!(&pair[1], Msg::Time { query: q, .. } if q == query), "{pair:?}");
+        }
+    }
+    let times = recorder.times();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "times go back: {times:?}");
+    let mut sent = times.clone();
+    sent.sort_unstable();
+    let mut expected: Vec<i64> = zones.iter().flat_map(|z| [z.gpu_begin_ns, z.gpu_end_ns]).collect();
+    expected.sort_unstable();
+    assert_eq!(sent, expected, "exactly the zones' own times are sent");
+    for z in &Model::replay(&messages).only().zones {
+        assert!(z.start <= z.end, "{z:?}");
+    }
+}
+
+#[test]
+fn static_locations_are_registered_once_however_many_zones_use_them() {
+    let (mut sink, recorder) = opened_sink();
+    let (dispatch, copy) = (location!("dispatch"), location!("copy"));
+    for list in 0..10 {
+        let zones: Vec<Zone> = (0..100)
+            .map(|i| {
+                let t = 1_000 + list * 10_000 + i * 100;
+                zone(if i % 2 == 0 { dispatch } else { copy }, 0, t, t + 50)
+            })
+            .collect();
+        send(&mut sink, list as u64, &zones).unwrap();
+    }
+    assert_eq!(recorder.registrations.load(Ordering::Relaxed), 2);
+    let static_begins =
+        recorder.messages().iter().filter(|m| matches!(m, Msg::Begin { dynamic: false, .. })).count();
+    assert_eq!(static_begins, 1_000);
+}
+
+#[test]
+fn dynamic_locations_use_tracys_allocated_source_locations() {
+    let (mut sink, recorder) = opened_sink();
+    let named = DynamicLocation::new("kernel matmul_128").with_source("run", "model.rs", 7);
+    send(&mut sink, 1, &[zone(named, 0, 1_000, 2_000)]).unwrap();
+
+    assert_eq!(recorder.registrations.load(Ordering::Relaxed), 0);
+    assert!(recorder
+        .messages()
+        .iter()
+        .any(|m| matches!(m, Msg::Begin { dynamic: true, name, .. } if name == "kernel matmul_128")));
+}
+
+#[test]
+fn the_context_is_created_once_named_after_the_tracing_context_and_typed_after_its_backend() {
+    for (backend, kind) in [("sim", TracyGpuKind::Custom), ("cuda", TracyGpuKind::Cuda)] {
+        let now = Arc::new(AtomicI64::new(info(backend).base.host_ns + 250));
+        let (mut sink, recorder) = sink_at(&now);
+        sink.open(&info(backend)).unwrap();
+
+        let messages = recorder.messages();
+        assert_eq!(messages.len(), 1);
+        let Msg::NewContext { context, kind: sent, gpu, name, .. } = &messages[0] else {
+            panic!("expected a new context, got {messages:?}");
+        };
+        assert_eq!((*context, *sent, name.as_str()), (254, kind, "render queue"));
+        assert_eq!(*gpu, 250, "the GPU time is taken to the moment the message is sent");
+        assert_eq!(sink.context_id(), Some(254));
+    }
+}
+
+#[test]
+fn opening_more_contexts_than_tracy_allows_fails_with_a_clear_error() {
+    let ids = Arc::new(TracyContextIds::new());
+    let clock: Clock = Arc::new(|| 1_000_000);
+    let mut given = Vec::new();
+    for _ in 0..MAX_CONTEXTS {
+        let mut sink =
+            TracySink::with_api(Recorder::sharing_ids(Arc::clone(&clock), Arc::clone(&ids)), || 1_000_000);
+        sink.open(&info("sim")).unwrap();
+        given.push(sink.context_id().unwrap());
+    }
+    let expected: Vec<u8> = (0..=254).rev().collect();
+    assert_eq!(given, expected, "ids are taken from the top, 254 downward");
+
+    let recorder = Recorder::sharing_ids(clock, ids);
+    let mut sink = TracySink::with_api(recorder.clone(), || 1_000_000);
+    let error = sink.open(&info("sim")).unwrap_err();
+    assert!(error.to_string().contains("255"), "{error}");
+    assert!(error.to_string().contains("render queue"), "{error}");
+    assert!(recorder.messages().is_empty());
+}
+
+#[test]
+fn building_a_tracing_context_past_tracys_limit_returns_an_error() {
+    let ids = Arc::new(TracyContextIds::new());
+    while ids.take().is_some() {}
+    let sim = SimBackend::manual();
+    let clock = sim.clone();
+    let recorder = Recorder::sharing_ids(Arc::new(|| 0), ids);
+    let built =
+        TracingContext::builder(sim.clone()).sink(TracySink::with_api(recorder, move || clock.now())).build();
+    assert!(built.is_err());
+}
+
+#[test]
+fn zones_sent_before_open_are_refused() {
+    let now = Arc::new(AtomicI64::new(0));
+    let (mut sink, recorder) = sink_at(&now);
+    assert!(send(&mut sink, 1, &[zone(location!("early"), 0, 10, 20)]).is_err());
+    assert!(sink.calibrate(&info("sim"), Calibration { gpu_ns: 5, host_ns: 5 }).is_err());
+    assert!(recorder.messages().is_empty());
+}
+
+/// Host clock = `host_at_zero + gpu * rate`.
+fn host_of(gpu: i64, rate: f64) -> i64 {
+    info("sim").base.host_ns + (gpu as f64 * rate).round() as i64
+}
+
+#[test]
+fn calibration_pairs_keep_tracy_aligned_with_a_drifting_gpu_clock() {
+    let rate = 1.0 + 120e-6; // the host clock runs 120 ppm faster than the GPU's
+    let now = Arc::new(AtomicI64::new(info("sim").base.host_ns));
+    let (mut sink, recorder) = sink_at(&now);
+    sink.open(&info("sim")).unwrap();
+
+    for step in 1..=200 {
+        let gpu = step * 5_000_000; // an anchor every 5 ms, for a second
+        let pair = Calibration { gpu_ns: gpu, host_ns: host_of(gpu, rate) };
+        // The collector sees the anchor complete, and calls, 3 ms later.
+        now.store(pair.host_ns + 3_000_000, Ordering::Relaxed);
+        sink.calibrate(&info("sim"), pair).unwrap();
+        let zones = [zone(location!("work"), 0, gpu + 100_000, gpu + 2_100_000)];
+        send(&mut sink, step as u64, &zones).unwrap();
+    }
+
+    let messages = recorder.messages();
+    assert_eq!(messages.iter().filter(|m| matches!(m, Msg::Calibrate { .. })).count(), 200);
+    let model = Model::replay(&messages);
+    for (step, shown) in (1..=200).zip(&model.only().zones) {
+        let gpu = step * 5_000_000 + 100_000;
+        let expected = host_of(gpu, rate);
+        assert!(
+            (shown.start - expected).abs() <= 2,
+            "step {step}: shown {} expected {expected}",
+            shown.start
+        );
+        let expected_end = host_of(gpu + 2_000_000, rate);
+        assert!(
+            (shown.end - expected_end).abs() <= 2,
+            "step {step}: end {} expected {expected_end}",
+            shown.end
+        );
+    }
+}
+
+#[test]
+fn a_calibration_pair_that_does_not_move_forward_is_not_sent() {
+    let now = Arc::new(AtomicI64::new(info("sim").base.host_ns));
+    let (mut sink, recorder) = sink_at(&now);
+    sink.open(&info("sim")).unwrap();
+    let pair = Calibration { gpu_ns: 5_000_000, host_ns: info("sim").base.host_ns + 5_000_000 };
+    now.store(pair.host_ns, Ordering::Relaxed);
+    sink.calibrate(&info("sim"), pair).unwrap();
+    sink.calibrate(&info("sim"), pair).unwrap();
+    let calibrations = recorder.messages().iter().filter(|m| matches!(m, Msg::Calibrate { .. })).count();
+    assert_eq!(calibrations, 1);
+    Model::replay(&recorder.messages());
+}
+
+#[test]
+fn a_batch_tracy_would_read_as_a_timer_wrap_is_refused_whole() {
+    let (mut sink, recorder) = opened_sink();
+    send(&mut sink, 1, &[zone(location!("late stream"), 0, 10_000_000_000, 10_000_001_000)]).unwrap();
+    let before = recorder.messages().len();
+
+    let error =
+        send(&mut sink, 2, &[zone(location!("early stream"), 0, 5_000_000_000, 5_000_001_000)]).unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+    assert!(error.to_string().contains("list 2"), "{error}");
+    assert_eq!(recorder.messages().len(), before, "nothing of a refused batch is sent");
+
+    // A jump back within Tracy's window is fine.
+    send(&mut sink, 3, &[zone(location!("close stream"), 0, 9_000_000_000, 9_000_001_000)]).unwrap();
+    Model::replay(&recorder.messages());
+}
+
+/// A tracing context on the manual sim, with a Tracy sink whose Tracy clock is the sim's.
+fn traced_context(config: Config) -> (SimBackend, TracingContext<SimBackend>, Recorder, MemorySink) {
+    let sim = SimBackend::manual();
+    let tracy_clock = sim.clone();
+    let recorder = Recorder::new(Arc::new(move || tracy_clock.now()));
+    let memory = MemorySink::new();
+    let host = sim.clone();
+    let ctx = TracingContext::builder(sim.clone())
+        .config(config)
+        .sink(TracySink::with_api(recorder.clone(), move || host.now()))
+        .sink(memory.clone())
+        .build()
+        .unwrap();
+    (sim, ctx, recorder, memory)
+}
+
+#[test]
+fn gpu_zones_show_in_tracy_at_the_host_time_they_ran() {
+    let config = Config { anchor_interval: Duration::from_millis(1), ..Config::default() };
+    let (sim, ctx, recorder, memory) = traced_context(config);
+    let stream = sim.stream();
+    sim.advance(1_000_000);
+    let mut expected = Vec::new();
+    for frame in 0..20 {
+        let mut list = ctx.list();
+        let start = sim.now().max(sim.now() + sim.pending_ns(&stream));
+        list.zone_begin(&stream, location!("frame")).unwrap();
+        let mid = sim.launch(&stream, 300_000);
+        list.zone_begin(&stream, location!("blit")).unwrap();
+        let end = sim.launch(&stream, 200_000);
+        list.zone_end(&stream).unwrap();
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        expected.push(("frame".to_owned(), 0, start, end));
+        expected.push(("blit".to_owned(), 1, mid, end));
+        // The collector runs while the GPU is busy, and sees lists complete later.
+        sim.advance(400_000 + frame * 37_000);
+        ctx.collect().unwrap();
+        sim.advance(2_000_000);
+        ctx.collect().unwrap();
+    }
+    ctx.flush().unwrap();
+
+    let messages = recorder.messages();
+    assert!(messages.iter().filter(|m| matches!(m, Msg::Calibrate { .. })).count() >= 10);
+    let model = Model::replay(&messages);
+    let shown: Vec<(String, usize, i64, i64)> =
+        model.only().zones.iter().map(|z| (z.name.clone(), z.depth, z.start, z.end)).collect();
+    assert_eq!(shown, expected);
+    assert_eq!(memory.zones().len(), expected.len());
+}
+
+#[test]
+fn dropped_and_unsubmitted_zones_never_reach_tracy() {
+    let config = Config { initial_capacity: 4, max_capacity: 4, batch: 1, ..Config::default() };
+    let (sim, ctx, recorder, memory) = traced_context(config);
+    let stream = sim.stream();
+    sim.advance(1_000_000);
+
+    let mut abandoned = ctx.list();
+    abandoned.zone_begin(&stream, location!("never submitted")).unwrap();
+    sim.launch(&stream, 1_000);
+    abandoned.zone_end(&stream).unwrap();
+    drop(abandoned);
+
+    // Four events for five back-to-back zones: the pool runs dry and the last ones are dropped.
+    let mut list = ctx.list();
+    let _ = list.zone_begin(&stream, location!("zone"));
+    for _ in 0..4 {
+        sim.launch(&stream, 1_000);
+        let _ = list.zone_next(&stream, location!("zone"));
+    }
+    sim.launch(&stream, 1_000);
+    let _ = list.zone_end(&stream);
+    ctx.submit(list).unwrap();
+    ctx.flush().unwrap();
+
+    let stats = ctx.stats();
+    assert!(stats.dropped_zones > 0, "{stats:?}");
+    assert_eq!(stats.zones_emitted + stats.dropped_zones, 5, "{stats:?}");
+    let model = Model::replay(&recorder.messages());
+    let shown: Vec<(i64, i64)> = model.only().zones.iter().map(|z| (z.start, z.end)).collect();
+    let kept: Vec<(i64, i64)> = memory.zones().iter().map(|z| (z.gpu_begin_ns, z.gpu_end_ns)).collect();
+    assert_eq!(shown, kept, "Tracy shows exactly the zones collected (GPU and host clocks agree here)");
+    assert_eq!(shown.len(), stats.zones_emitted);
+    assert!(model.only().zones.iter().all(|z| z.name == "zone"), "the abandoned list's zone was sent");
+    assert!(recorder.times().iter().all(|&t| t > 0), "no placeholder time: {:?}", recorder.times());
+    assert_eq!(stats.unaccounted(), 0);
+}
