@@ -8,19 +8,27 @@
 //! event the collector records on its own stream every `anchor_interval`, whose time is in
 //! turn `previous.gpu_ns + elapsed(previous, anchor)`. Times accumulate in `i64`
 //! nanoseconds; each `f32` step is short, and a step under about 8 ms converts to whole
-//! nanoseconds exactly. Within a list, events are measured against the list's first event.
+//! nanoseconds exactly.
+//!
+//! Lists are measured against an even closer reference when there is one: the last event of
+//! the previous list collected on the same stream, which the collector *holds* (its slot
+//! stays Submitted) until the next list of that stream is collected or `flush` ends. Every
+//! event of a list is measured against that one reference, so consecutive lists on a stream
+//! can never be reordered by rounding (a zone of the next list cannot start before the
+//! previous list's last zone ends), and back-to-back lists are measured across short, exact
+//! gaps even when the GPU runs far behind the host and the anchors.
 //!
 //! Each anchor is also a calibration pair (its GPU time, the host time when it was
 //! recorded on the idle stream): host-aligned times are `anchor.host_ns + (t - anchor.gpu_ns)`.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Lane};
 use crate::context::{Config, Inner};
 use crate::error::{BackendError, Error};
-use crate::freelist::Chain;
+use crate::freelist::{Chain, NIL};
 use crate::pool::EventRecord;
 use crate::sink::{Calibration, ContextInfo, Sink, Zone, ZoneBatch};
 use crate::sync::Ordering;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// What one `collect` or `flush` did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,6 +41,28 @@ pub struct CollectReport {
     pub failed_lists: usize,
     /// Submitted lists still waiting for the GPU.
     pub pending_lists: usize,
+}
+
+/// What walking a list found.
+struct WalkedList {
+    list_id: u64,
+    chain: Chain,
+    /// The slot before `chain.last` (NIL for a list of one event).
+    before_last: u32,
+    /// The lane of the last event.
+    last_lane: Lane,
+}
+
+/// Appends `list` to the chain of slots to release (linking the old tail to it).
+fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Chain) {
+    *release = Some(match release.take() {
+        None => list,
+        Some(chain) => {
+            // Relaxed: published by the Release CAS of the push that releases the chain.
+            ctx.pool.slot(chain.last).link.store(list.first, Ordering::Relaxed);
+            Chain { first: chain.first, last: list.last, len: chain.len + list.len }
+        }
+    });
 }
 
 /// An event with a known time: GPU nanoseconds since the base event, and the host time.
@@ -54,6 +84,8 @@ pub(crate) struct Collector<B: Backend> {
     waiting: VecDeque<u32>,
     taken: Vec<u32>,
     times: Vec<i64>,
+    /// Per lane, the last event of the last list collected there and its time (see above).
+    held: HashMap<Lane, (u32, i64)>,
     zones: Vec<Zone>,
     open: Vec<usize>,
     sinks: Vec<Box<dyn Sink>>,
@@ -92,6 +124,7 @@ impl<B: Backend> Collector<B> {
             waiting: VecDeque::new(),
             taken: Vec::new(),
             times: Vec::new(),
+            held: HashMap::new(),
             zones: Vec::new(),
             open: Vec::new(),
             sinks,
@@ -122,18 +155,18 @@ impl<B: Backend> Collector<B> {
                     report.failed_lists += 1;
                     ctx.counters.lists_failed.fetch_add(1, Ordering::Relaxed);
                     first_error.get_or_insert(e.into());
-                    self.discard(ctx, first)
+                    Some(self.discard(ctx, first))
                 }
             };
             ctx.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
-            release = Some(match release {
-                None => list,
-                Some(chain) => {
-                    // Relaxed: published by the Release CAS of the push below.
-                    ctx.pool.slot(chain.last).link.store(list.first, Ordering::Relaxed);
-                    Chain { first: chain.first, last: list.last, len: chain.len + list.len }
-                }
-            });
+            if let Some(list) = list {
+                append(ctx, &mut release, list);
+            }
+        }
+        if wait && self.waiting.is_empty() {
+            for (_, (slot, _)) in self.held.drain() {
+                append(ctx, &mut release, Chain { first: slot, last: slot, len: 1 });
+            }
         }
         // Submitted -> Free: every collected list in one CAS.
         if let Some(chain) = release {
@@ -194,16 +227,15 @@ impl<B: Backend> Collector<B> {
         let head = ctx.pool.slot(first);
         // Safety: the list is Submitted and taken by this collector, which alone may touch
         // its records (the collector lock is held).
-        let len = head.record.with(|r| unsafe { (*r).list_len });
+        let (len, lane) = head.record.with(|r| unsafe { ((*r).list_len, (*r).lane) });
+        let (reference, reference_ns) = match self.held.get(&lane) {
+            Some(&(slot, time)) => (&ctx.pool.slot(slot).event, time),
+            None => (&self.anchor.event, self.anchor.at.gpu_ns),
+        };
         self.times.clear();
         let mut index = first;
-        for i in 0..len {
+        for _ in 0..len {
             let slot = ctx.pool.slot(index);
-            let (reference, base) = if i == 0 {
-                (&self.anchor.event, self.anchor.at.gpu_ns)
-            } else {
-                (&head.event, self.times[0])
-            };
             let ms = match backend.elapsed_ms(reference, &slot.event)? {
                 Some(ms) => ms,
                 None if wait => {
@@ -214,7 +246,7 @@ impl<B: Backend> Collector<B> {
                 }
                 None => return Ok(false),
             };
-            self.times.push(base + ms_to_ns(ms));
+            self.times.push(reference_ns + ms_to_ns(ms));
             // Relaxed: the list's links were published by the submit's Release CAS.
             index = slot.link.load(Ordering::Relaxed);
         }
@@ -229,12 +261,12 @@ impl<B: Backend> Collector<B> {
         first: u32,
         report: &mut CollectReport,
         error: &mut Option<Error>,
-    ) -> Chain {
+    ) -> Option<Chain> {
         let anchor = self.anchor.at;
         let host = |gpu_ns: i64| anchor.host_ns + (gpu_ns - anchor.gpu_ns);
         self.zones.clear();
         self.open.clear();
-        let (list_id, chain) = self.walk(ctx, first, |i, record, zones, open| {
+        let walked = self.walk(ctx, first, |i, record, zones, open| {
             if record.ends {
                 if let Some(z) = open.pop() {
                     let zone: &mut Zone = &mut zones[z];
@@ -262,7 +294,7 @@ impl<B: Backend> Collector<B> {
         let before = self.zones.len();
         self.zones.retain(|z| z.gpu_end_ns != i64::MIN);
         ctx.count_dropped(before - self.zones.len());
-        let batch = ZoneBatch { list_id, zones: &self.zones };
+        let batch = ZoneBatch { list_id: walked.list_id, zones: &self.zones };
         for sink in &mut self.sinks {
             if let Err(e) = sink.zones(&self.info, batch) {
                 error.get_or_insert(e.into());
@@ -271,17 +303,27 @@ impl<B: Backend> Collector<B> {
         report.lists += 1;
         report.zones += self.zones.len();
         ctx.counters.zones_emitted.fetch_add(self.zones.len(), Ordering::Relaxed);
-        chain
+
+        // Hold the list's last event as its lane's next reference; release the rest, and the
+        // event held before.
+        let chain = walked.chain;
+        let last_time = self.times.last().copied().unwrap_or(self.anchor.at.gpu_ns);
+        let mut release = (chain.len > 1)
+            .then_some(Chain { first: chain.first, last: walked.before_last, len: chain.len - 1 });
+        if let Some((slot, _)) = self.held.insert(walked.last_lane, (chain.last, last_time)) {
+            append(ctx, &mut release, Chain { first: slot, last: slot, len: 1 });
+        }
+        release
     }
 
     /// A list whose times could not be read: count its zones as dropped and clear it.
     fn discard(&mut self, ctx: &Inner<B>, first: u32) -> Chain {
         let mut zones = 0;
-        let (_, chain) = self.walk(ctx, first, |_, record, _, _| {
+        let walked = self.walk(ctx, first, |_, record, _, _| {
             zones += usize::from(record.begins.is_some() && !record.begin_dropped);
         });
         ctx.count_dropped(zones);
-        chain
+        walked.chain
     }
 
     /// Visits each event of the list at `first` with its time (or 0 if unread), taking its
@@ -291,21 +333,26 @@ impl<B: Backend> Collector<B> {
         ctx: &Inner<B>,
         first: u32,
         mut visit: impl FnMut(i64, &mut EventRecord, &mut Vec<Zone>, &mut Vec<usize>),
-    ) -> (u64, Chain) {
+    ) -> WalkedList {
         let head = ctx.pool.slot(first);
         // Safety: the list is Submitted and held by this collector (lock held).
-        let (len, last, list_id) =
-            head.record.with(|r| unsafe { ((*r).list_len, (*r).list_last, (*r).list_id) });
+        let (len, last, list_id) = head.record.with(|r| unsafe { ((*r).list_len, (*r).list_last, (*r).list_id) });
+        let mut walked =
+            WalkedList { list_id, chain: Chain { first, last, len }, before_last: NIL, last_lane: Lane::Stream(0) };
         let mut index = first;
         for i in 0..len as usize {
             let slot = ctx.pool.slot(index);
             // Safety: as above: the collector is the slot's only owner until it is released.
             let mut record = slot.record.with_mut(|r| unsafe { std::mem::take(&mut *r) });
             let time = self.times.get(i).copied().unwrap_or(0);
+            walked.last_lane = record.lane;
             visit(time, &mut record, &mut self.zones, &mut self.open);
+            if i + 1 < len as usize {
+                walked.before_last = index;
+            }
             index = slot.link.load(Ordering::Relaxed);
         }
-        (list_id, Chain { first, last, len })
+        walked
     }
 
     pub(crate) fn flush_sinks(&mut self) -> Result<(), Error> {
