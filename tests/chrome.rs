@@ -5,8 +5,11 @@ use gpu_event_pool::sink::chrome::ChromeTraceSink;
 use gpu_event_pool::{location, TracingContext, Verbosity};
 use serde_json::Value;
 
-fn micros_to_ns(v: &Value) -> i64 {
-    let text = v.to_string();
+/// Reads the number after `"key":` in one event's raw JSON text (serde_json would make it an
+/// f64, hiding whether the file kept three decimals).
+fn micros_to_ns(raw: &str, key: &str) -> i64 {
+    let start = raw.find(&format!("\"{key}\":")).unwrap() + key.len() + 3;
+    let text: String = raw[start..].chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-').collect();
     let (whole, frac) = text.split_once('.').expect("three decimals");
     assert_eq!(frac.len(), 3, "{text}");
     whole.parse::<i64>().unwrap() * 1000 + frac.parse::<i64>().unwrap()
@@ -43,8 +46,11 @@ fn chrome_trace_has_one_complete_event_per_zone_nested_per_stream() {
     ctx.flush().unwrap();
     drop(ctx);
 
-    let trace: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let complete: Vec<&Value> = trace.iter().filter(|e| e["ph"] == "X").collect();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let trace: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let raw: Vec<&str> = text.lines().filter(|l| l.contains("\"ph\":\"X\"")).collect();
+    let complete: Vec<(&Value, &str)> =
+        trace.iter().filter(|e| e["ph"] == "X").zip(raw.iter().copied()).collect();
     assert_eq!(complete.len(), 6 * 5);
     let process = trace.iter().find(|e| e["name"] == "process_name").unwrap();
     assert_eq!(process["args"]["name"], "test gpu (sim)");
@@ -52,10 +58,10 @@ fn chrome_trace_has_one_complete_event_per_zone_nested_per_stream() {
     for tid in [1, 2] {
         let mut spans: Vec<(i64, i64)> = complete
             .iter()
-            .filter(|e| e["tid"] == tid && e["pid"] == id)
-            .map(|e| {
-                let ts = micros_to_ns(&e["ts"]);
-                (ts, ts + micros_to_ns(&e["dur"]))
+            .filter(|(e, _)| e["tid"] == tid && e["pid"] == id)
+            .map(|(_, raw)| {
+                let ts = micros_to_ns(raw, "ts");
+                (ts, ts + micros_to_ns(raw, "dur"))
             })
             .collect();
         assert_eq!(spans.len(), 15);
@@ -71,8 +77,8 @@ fn chrome_trace_has_one_complete_event_per_zone_nested_per_stream() {
             open.push(span);
         }
     }
-    let dispatch = complete.iter().find(|e| e["name"] == "dispatch").unwrap();
-    assert_eq!(micros_to_ns(&dispatch["dur"]), 1_001, "nanoseconds survive");
+    let (dispatch, raw) = complete.iter().find(|(e, _)| e["name"] == "dispatch").unwrap();
+    assert_eq!(micros_to_ns(raw, "dur"), 1_001, "nanoseconds survive");
     assert!(dispatch["args"]["file"].as_str().unwrap().ends_with("chrome.rs"));
     assert_eq!(dispatch["args"]["depth"], 1);
     assert!(dispatch["args"]["list"].as_u64().unwrap() >= 1);
