@@ -55,6 +55,11 @@ pub mod sink;
 mod submit;
 mod sync;
 
+/// The README's examples, compiled and run as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use backend::{sim, Backend, Lane};
 pub use collector::CollectReport;
 pub use context::{Builder, Collected, Config, Stats, TracingContext};
