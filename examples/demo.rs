@@ -49,12 +49,25 @@ struct Args {
     /// Which GPU to run on.
     #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
     backend: BackendKind,
+    /// Also stream the zones to a Tracy profiler (build with `--features tracy-enable`).
+    #[cfg(feature = "tracy")]
+    #[arg(long)]
+    tracy: bool,
+    /// Wait up to this many seconds for a Tracy profiler to connect before recording
+    /// (implies `--tracy`).
+    #[cfg(feature = "tracy")]
+    #[arg(long, value_name = "SECS")]
+    tracy_wait: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum BackendKind {
     /// The simulated GPU (no GPU needed).
     Sim,
+    /// CUDA device 0 (built with `--features cuda`): each dispatch is a real kernel that
+    /// spins for its duration (`SpinKernel`).
+    #[cfg(feature = "cuda")]
+    Cuda,
 }
 
 /// What the demo needs of a GPU beyond the crate's `Backend`: streams and kernels.
@@ -71,6 +84,33 @@ impl DemoGpu for SimBackend {
     fn kernel(&self, stream: &Self::Stream, ns: i64) -> Result<(), String> {
         self.launch(stream, ns);
         Ok(())
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod cuda_gpu {
+    use super::DemoGpu;
+    use gpu_event_pool::backend::cuda::{CudaBackend, SpinKernel};
+    use std::sync::OnceLock;
+
+    static SPIN: OnceLock<SpinKernel> = OnceLock::new();
+
+    /// Device 0, with the spin kernel loaded.
+    pub(super) fn open() -> Result<CudaBackend, String> {
+        let cuda = CudaBackend::new(0).map_err(|e| format!("no CUDA device: {e}"))?;
+        let spin = SpinKernel::load(&cuda).map_err(|e| format!("cannot load the spin kernel: {e}"))?;
+        SPIN.set(spin).map_err(|_| "the spin kernel is already loaded".to_owned())?;
+        Ok(cuda)
+    }
+
+    impl DemoGpu for CudaBackend {
+        fn new_stream(&self) -> Result<Self::Stream, String> {
+            CudaBackend::new_stream(self).map_err(|e| e.to_string())
+        }
+        fn kernel(&self, stream: &Self::Stream, ns: i64) -> Result<(), String> {
+            let spin = SPIN.get().ok_or("the spin kernel is not loaded")?;
+            spin.launch(stream, ns.max(0) as u64).map_err(|e| e.to_string())
+        }
     }
 }
 
@@ -92,6 +132,8 @@ fn main() {
     let args = Args::parse();
     let result = match args.backend {
         BackendKind::Sim => run(SimBackend::realtime(), &args),
+        #[cfg(feature = "cuda")]
+        BackendKind::Cuda => cuda_gpu::open().and_then(|cuda| run(cuda, &args)),
     };
     if let Err(message) = result {
         eprintln!("error: {message}");
@@ -103,14 +145,15 @@ fn run<G: DemoGpu>(gpu: G, args: &Args) -> Result<(), String> {
     let memory = MemorySink::new();
     let trace = ChromeTraceSink::create(&args.trace)
         .map_err(|e| format!("cannot create trace file {}: {e}", args.trace.display()))?;
-    let ctx = TracingContext::builder(gpu.clone())
+    let builder = TracingContext::builder(gpu.clone())
         .name("demo")
         .capacity(args.initial_capacity, args.capacity)
         .verbosity(args.verbosity)
         .sink(memory.clone())
-        .sink(trace)
-        .build()
-        .map_err(|e| format!("cannot create the tracing context: {e}"))?;
+        .sink(trace);
+    #[cfg(feature = "tracy")]
+    let builder = with_tracy(builder, &gpu, args);
+    let ctx = builder.build().map_err(|e| format!("cannot create the tracing context: {e}"))?;
     let streams: Vec<Mutex<G::Stream>> =
         (0..args.streams).map(|_| gpu.new_stream().map(Mutex::new)).collect::<Result<_, _>>()?;
 
@@ -195,6 +238,36 @@ fn run<G: DemoGpu>(gpu: G, args: &Args) -> Result<(), String> {
         return Err("slot accounting is off".to_owned());
     }
     Ok(())
+}
+
+/// Adds the Tracy sink when asked, waiting for a profiler to connect if asked to.
+#[cfg(feature = "tracy")]
+fn with_tracy<G: DemoGpu>(
+    builder: gpu_event_pool::Builder<G>,
+    gpu: &G,
+    args: &Args,
+) -> gpu_event_pool::Builder<G> {
+    use gpu_event_pool::sink::tracy::TracySink;
+    if !args.tracy && args.tracy_wait.is_none() {
+        return builder;
+    }
+    let sink = TracySink::for_backend(gpu);
+    if let Some(secs) = args.tracy_wait {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let connected = loop {
+            let connected = tracy_client::Client::is_connected();
+            if connected || Instant::now() >= deadline {
+                break connected;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        if connected {
+            eprintln!("Tracy profiler connected");
+        } else {
+            eprintln!("no Tracy profiler after {secs} s, recording anyway (the client keeps the data)");
+        }
+    }
+    builder.sink(sink)
 }
 
 /// One recording thread: command buffers of adjacent dispatch zones, each inside a coarse zone.
