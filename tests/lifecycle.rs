@@ -446,3 +446,28 @@ fn many_threads_record_and_every_zone_is_emitted_exactly_once() {
     }
     assert_eq!(stats.zones_emitted, expected.values().sum::<usize>());
 }
+
+#[test]
+fn graph_zones_are_timed_when_the_graph_runs() {
+    let (sim, stream, sink, ctx) = setup(8, 64);
+    let graph = sim.graph();
+    let mut list = ctx.list();
+    let begin = list.graph_zone_begin(&graph, &[], location!("graph")).unwrap().expect("recorded");
+    let kernel = sim.add_kernel_node(&graph, 4_000);
+    let next = list.graph_zone_next(&graph, &[kernel], location!("second half")).unwrap().expect("recorded");
+    sim.add_kernel_node(&graph, 6_000);
+    let end = list.graph_zone_end(&graph, &[next]).unwrap().expect("recorded");
+    assert!(begin.0 < kernel.0 && kernel.0 < next.0 && next.0 < end.0);
+    ctx.submit(list).unwrap();
+    sim.advance(1_000);
+    let Collected::Done(report) = ctx.collect().unwrap() else { panic!() };
+    assert_eq!(report.lists, 0, "not launched: its events have no time yet");
+    sim.launch_graph(&graph, &stream);
+    ctx.flush().unwrap();
+    let zones = sink.zones();
+    assert_eq!(names(&zones), ["graph", "second half"]);
+    assert_eq!(zones[0].gpu_end_ns - zones[0].gpu_begin_ns, 4_000);
+    assert_eq!(zones[1].gpu_end_ns - zones[1].gpu_begin_ns, 6_000);
+    assert!(matches!(zones[0].lane, gpu_event_pool::Lane::Graph(_)));
+    assert_accounted(&ctx);
+}
