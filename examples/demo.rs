@@ -227,13 +227,18 @@ fn run<G: DemoGpu>(gpu: G, args: &Args) -> Result<(), String> {
         stats.unaccounted()
     );
     match check_nesting(&zones) {
-        Ok(lanes) => println!("nesting            ok: {} zones on {lanes} streams nest properly", zones.len()),
+        Ok(lanes) => {
+            println!("nesting            ok: {} zones on {lanes} streams nest properly", zones.len())
+        }
         Err(e) => println!("nesting            BROKEN: {e}"),
     }
     println!();
     print_durations(&zones);
     println!();
-    println!("trace              {} (open in https://ui.perfetto.dev or chrome://tracing)", args.trace.display());
+    println!(
+        "trace              {} (open in https://ui.perfetto.dev or chrome://tracing)",
+        args.trace.display()
+    );
     if stats.unaccounted() != 0 || free_walked != stats.free {
         return Err("slot accounting is off".to_owned());
     }
@@ -292,11 +297,13 @@ fn record_thread<G: DemoGpu>(
         // A stream records one command buffer at a time, as a runtime's queue does.
         let stream = streams[stream_index].lock().unwrap_or_else(|p| p.into_inner());
         let mut list = ctx.list();
-        errors += usize::from(list.zone_begin(&*stream, location!("command buffer", Verbosity::Coarse)).is_err());
+        errors +=
+            usize::from(list.zone_begin(&*stream, location!("command buffer", Verbosity::Coarse)).is_err());
         for d in 0..args.zones {
             let kernel = (next() % KERNELS.len() as u64) as usize;
             let location = dispatch_location(kernel);
-            let step = if d == 0 { list.zone_begin(&*stream, location) } else { list.zone_next(&*stream, location) };
+            let step =
+                if d == 0 { list.zone_begin(&*stream, location) } else { list.zone_next(&*stream, location) };
             errors += usize::from(step.is_err());
             let base = KERNELS[kernel].1;
             gpu.kernel(&stream, base / 2 + (next() % base as u64) as i64)?;

@@ -227,7 +227,13 @@ impl<B: Backend> Collector<B> {
         let head = ctx.pool.slot(first);
         // Safety: the list is Submitted and taken by this collector, which alone may touch
         // its records (the collector lock is held).
-        let (len, lane) = head.record.with(|r| unsafe { ((*r).list_len, (*r).lane) });
+        let (len, lane, last) = head.record.with(|r| unsafe { ((*r).list_len, (*r).lane, (*r).list_last) });
+        // One completion check before any time is read: a list the GPU has not finished
+        // waits for the next collect without a read spent on each of its finished events
+        // (which that collect would read again).
+        if !wait && !backend.is_complete(&ctx.pool.slot(last).event)? {
+            return Ok(false);
+        }
         let (reference, reference_ns) = match self.held.get(&lane) {
             Some(&(slot, time)) => (&ctx.pool.slot(slot).event, time),
             None => (&self.anchor.event, self.anchor.at.gpu_ns),
@@ -308,8 +314,11 @@ impl<B: Backend> Collector<B> {
         // event held before.
         let chain = walked.chain;
         let last_time = self.times.last().copied().unwrap_or(self.anchor.at.gpu_ns);
-        let mut release = (chain.len > 1)
-            .then_some(Chain { first: chain.first, last: walked.before_last, len: chain.len - 1 });
+        let mut release = (chain.len > 1).then_some(Chain {
+            first: chain.first,
+            last: walked.before_last,
+            len: chain.len - 1,
+        });
         if let Some((slot, _)) = self.held.insert(walked.last_lane, (chain.last, last_time)) {
             append(ctx, &mut release, Chain { first: slot, last: slot, len: 1 });
         }
@@ -336,9 +345,14 @@ impl<B: Backend> Collector<B> {
     ) -> WalkedList {
         let head = ctx.pool.slot(first);
         // Safety: the list is Submitted and held by this collector (lock held).
-        let (len, last, list_id) = head.record.with(|r| unsafe { ((*r).list_len, (*r).list_last, (*r).list_id) });
-        let mut walked =
-            WalkedList { list_id, chain: Chain { first, last, len }, before_last: NIL, last_lane: Lane::Stream(0) };
+        let (len, last, list_id) =
+            head.record.with(|r| unsafe { ((*r).list_len, (*r).list_last, (*r).list_id) });
+        let mut walked = WalkedList {
+            list_id,
+            chain: Chain { first, last, len },
+            before_last: NIL,
+            last_lane: Lane::Stream(0),
+        };
         let mut index = first;
         for i in 0..len as usize {
             let slot = ctx.pool.slot(index);

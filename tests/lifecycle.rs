@@ -4,15 +4,20 @@ use gpu_event_pool::sim::{SimBackend, SimStream};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
 use gpu_event_pool::{
-    location, Collected, ConfigError, DynamicLocation, Error, RecordError, Stats, SubmitError, TracingContext,
-    Verbosity,
+    location, Collected, ConfigError, DynamicLocation, Error, RecordError, Stats, SubmitError,
+    TracingContext, Verbosity,
 };
 
 fn setup(initial: u32, max: u32) -> (SimBackend, SimStream, MemorySink, TracingContext<SimBackend>) {
     let sim = SimBackend::manual();
     let stream = sim.stream();
     let sink = MemorySink::new();
-    let ctx = TracingContext::builder(sim.clone()).capacity(initial, max).batch(4).sink(sink.clone()).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone())
+        .capacity(initial, max)
+        .batch(4)
+        .sink(sink.clone())
+        .build()
+        .unwrap();
     (sim, stream, sink, ctx)
 }
 
@@ -61,7 +66,11 @@ fn collect_stops_at_first_incomplete_list_and_resumes() {
     one_zone(&ctx, &sim, &stream, "fast 2", 100);
     sim.advance(500);
     let Collected::Done(report) = ctx.collect().unwrap() else { panic!() };
-    assert_eq!((report.lists, report.pending_lists), (1, 2), "stops at the slow list, keeps fast 2 behind it");
+    assert_eq!(
+        (report.lists, report.pending_lists),
+        (1, 2),
+        "stops at the slow list, keeps fast 2 behind it"
+    );
     assert_eq!(names(&sink.zones()), ["fast 1"]);
     assert_eq!(ctx.stats().submitted, 4 + 1, "two lists of two events wait; fast 1's last event is held");
     sim.advance(10_000);
@@ -131,7 +140,11 @@ fn a_second_concurrent_collector_returns_busy_at_once() {
 #[test]
 fn pool_grows_on_demand_up_to_its_maximum() {
     let (sim, stream, _sink, ctx) = setup(4, 28);
-    assert_eq!((ctx.stats().capacity, sim.events_created()), (4, 4 + 2), "first page plus base and spare anchor");
+    assert_eq!(
+        (ctx.stats().capacity, sim.events_created()),
+        (4, 4 + 2),
+        "first page plus base and spare anchor"
+    );
     let mut list = ctx.list();
     for _ in 0..14 {
         list.zone_begin(&stream, location!("z")).unwrap();
@@ -173,7 +186,8 @@ fn verbosity_skips_zones_above_the_context_level() {
     let sim = SimBackend::manual();
     let stream = sim.stream();
     let sink = MemorySink::new();
-    let ctx = TracingContext::builder(sim.clone()).verbosity(Verbosity::Coarse).sink(sink.clone()).build().unwrap();
+    let ctx =
+        TracingContext::builder(sim.clone()).verbosity(Verbosity::Coarse).sink(sink.clone()).build().unwrap();
     let mut list = ctx.list();
     list.zone_begin(&stream, location!("command buffer", Verbosity::Coarse)).unwrap();
     list.zone_begin(&stream, location!("dispatch", Verbosity::Fine)).unwrap();
@@ -211,7 +225,10 @@ fn adjacent_zones_with_zone_next_take_k_plus_one_events() {
         ctx.flush().unwrap();
         let zones = sink.zones();
         assert_eq!(zones.len(), k);
-        assert!(zones.windows(2).all(|w| w[0].gpu_end_ns == w[1].gpu_begin_ns), "adjacent zones share an event");
+        assert!(
+            zones.windows(2).all(|w| w[0].gpu_end_ns == w[1].gpu_begin_ns),
+            "adjacent zones share an event"
+        );
         assert!(zones.iter().all(|z| z.gpu_end_ns - z.gpu_begin_ns == 1_000 && z.depth == 0));
     }
 }
@@ -243,7 +260,11 @@ fn nested_zones_are_emitted_parents_first_with_their_depths() {
     assert_eq!(copy.1 - copy.0, 100);
     assert!(frame.0 <= pass.0 && pass.1 <= copy.0 && copy.1 <= frame.1);
     assert!(zones.iter().all(|z| z.location.file().ends_with("lifecycle.rs") && z.location.line() > 0));
-    assert!(zones[0].location.function().contains("nested_zones_are_emitted"), "{}", zones[0].location.function());
+    assert!(
+        zones[0].location.function().contains("nested_zones_are_emitted"),
+        "{}",
+        zones[0].location.function()
+    );
 }
 
 #[test]
@@ -321,7 +342,10 @@ fn invalid_capacities_are_refused() {
     let build = |initial, max| TracingContext::builder(sim.clone()).capacity(initial, max).build();
     assert!(matches!(build(0, 10), Err(Error::Config(ConfigError::ZeroCapacity { .. }))));
     assert!(matches!(build(10, 0), Err(Error::Config(ConfigError::ZeroCapacity { .. }))));
-    assert!(matches!(build(100, 10), Err(Error::Config(ConfigError::InvertedCapacity { initial: 100, max: 10 }))));
+    assert!(matches!(
+        build(100, 10),
+        Err(Error::Config(ConfigError::InvertedCapacity { initial: 100, max: 10 }))
+    ));
     assert!(matches!(build(1, u32::MAX), Err(Error::Config(ConfigError::TooLarge { .. }))));
     let zero_batch = TracingContext::builder(sim.clone()).batch(0).build();
     assert!(matches!(zero_batch, Err(Error::Config(ConfigError::ZeroBatch))));
@@ -400,7 +424,8 @@ fn many_threads_record_and_every_zone_is_emitted_exactly_once() {
     let lists = if cfg!(miri) { 3 } else { 300 };
     let sim = SimBackend::realtime();
     let sink = MemorySink::new();
-    let ctx = TracingContext::builder(sim.clone()).capacity(16, 16384).batch(8).sink(sink.clone()).build().unwrap();
+    let ctx =
+        TracingContext::builder(sim.clone()).capacity(16, 16384).batch(8).sink(sink.clone()).build().unwrap();
     let mut expected = std::collections::HashMap::new();
     std::thread::scope(|s| {
         let mut handles = Vec::new();
@@ -448,7 +473,7 @@ fn many_threads_record_and_every_zone_is_emitted_exactly_once() {
 }
 
 #[test]
-fn graph_zones_are_timed_when_the_graph_runs() {
+fn graph_zones_time_the_first_launch_of_their_graph() {
     let (sim, stream, sink, ctx) = setup(8, 64);
     let graph = sim.graph();
     let mut list = ctx.list();
@@ -458,11 +483,9 @@ fn graph_zones_are_timed_when_the_graph_runs() {
     sim.add_kernel_node(&graph, 6_000);
     let end = list.graph_zone_end(&graph, &[next]).unwrap().expect("recorded");
     assert!(begin.0 < kernel.0 && kernel.0 < next.0 && next.0 < end.0);
+    assert!(sim.launch_graph(&graph, &stream));
     ctx.submit(list).unwrap();
-    sim.advance(1_000);
-    let Collected::Done(report) = ctx.collect().unwrap() else { panic!() };
-    assert_eq!(report.lists, 0, "not launched: its events have no time yet");
-    sim.launch_graph(&graph, &stream);
+    sim.launch_graph(&graph, &stream); // a second launch: untimed, changes nothing
     ctx.flush().unwrap();
     let zones = sink.zones();
     assert_eq!(names(&zones), ["graph", "second half"]);
@@ -470,4 +493,25 @@ fn graph_zones_are_timed_when_the_graph_runs() {
     assert_eq!(zones[1].gpu_end_ns - zones[1].gpu_begin_ns, 6_000);
     assert!(matches!(zones[0].lane, gpu_event_pool::Lane::Graph(_)));
     assert_accounted(&ctx);
+}
+
+#[test]
+fn a_graph_list_collected_before_its_launch_fails_clearly_and_loses_nothing_else() {
+    let (sim, stream, sink, ctx) = setup(8, 64);
+    let graph = sim.graph();
+    let mut list = ctx.list();
+    list.graph_zone_begin(&graph, &[], location!("too early")).unwrap();
+    sim.add_kernel_node(&graph, 1_000);
+    list.graph_zone_end(&graph, &[]).unwrap();
+    ctx.submit(list).unwrap();
+    one_zone(&ctx, &sim, &stream, "stream zone", 500);
+    let err = ctx.flush().unwrap_err();
+    assert!(
+        matches!(err, Error::Backend(ref e) if e.code == gpu_event_pool::sim::GRAPH_NOT_LAUNCHED),
+        "{err:?}"
+    );
+    assert_eq!(names(&sink.zones()), ["stream zone"]);
+    sim.launch_graph(&graph, &stream);
+    let stats = assert_accounted(&ctx);
+    assert_eq!((stats.lists_failed, stats.dropped_zones, stats.submitted), (1, 1, 0));
 }

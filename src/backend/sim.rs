@@ -15,19 +15,26 @@
 //! Failures can be injected ([`SimBackend::fail_event_creation_after`],
 //! [`SimBackend::fail_records`], [`SimBackend::fail_elapsed`]) to test error paths.
 //!
-//! An event added to a graph has no time until the graph is launched: it reads as not
-//! complete, so a list submitted before its graph's launch is collected after it.
+//! Graphs follow the CUDA backend's rule (docs/cuda.md): a graph's zones time its FIRST
+//! launch only. Reading a graph zone's event before that launch fails with code
+//! `GRAPH_NOT_LAUNCHED` (the collector drops that list's zones, counts them, and goes on);
+//! later launches run the graph's kernels but never stamp an event again, and an event that
+//! was recorded elsewhere since it was added to a graph is no longer stamped by that graph.
+//! So a relaunched graph can never rewrite the time of an event another list owns now.
 //!
 //! Unlike CUDA, whose event timestamps have a resolution of about half a microsecond, the
 //! simulation stamps events to the nanosecond.
 
 use super::Backend;
 use crate::error::BackendError;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 const NOT_RECORDED: i64 = i64::MIN;
+
+/// The `code` of a read of a graph zone's event before the graph's first launch.
+pub const GRAPH_NOT_LAUNCHED: &str = "GRAPH_NOT_LAUNCHED";
 
 #[derive(Debug)]
 enum Clock {
@@ -62,13 +69,28 @@ pub struct SimStream {
 /// A simulated timing event: the time it was (last) stamped.
 #[derive(Debug)]
 pub struct SimEvent {
-    stamp: Arc<AtomicI64>,
+    state: Arc<EventState>,
+}
+
+#[derive(Debug)]
+struct EventState {
+    stamp: AtomicI64,
+    /// Bumped whenever the event is recorded or added to a graph: a graph node stamps the
+    /// event only if it is still the event's latest use.
+    generation: AtomicU64,
+}
+
+impl EventState {
+    fn rebind(&self, stamp: i64) -> u64 {
+        self.stamp.store(stamp, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::AcqRel) + 1
+    }
 }
 
 #[derive(Debug)]
 enum Node {
     Kernel(i64),
-    Record(Arc<AtomicI64>),
+    Record(Arc<EventState>, u64),
 }
 
 /// A simulated graph: nodes run one after another, in the order they were added, when the
@@ -77,6 +99,8 @@ enum Node {
 pub struct SimGraph {
     id: u64,
     nodes: Mutex<Vec<Node>>,
+    /// Whether the timed (first) launch happened.
+    launched: AtomicBool,
 }
 
 /// A node of a [`SimGraph`].
@@ -146,7 +170,11 @@ impl SimBackend {
 
     /// A new, empty graph.
     pub fn graph(&self) -> SimGraph {
-        SimGraph { id: self.gpu.next_id.fetch_add(1, Ordering::Relaxed), nodes: Mutex::new(Vec::new()) }
+        SimGraph {
+            id: self.gpu.next_id.fetch_add(1, Ordering::Relaxed),
+            nodes: Mutex::new(Vec::new()),
+            launched: AtomicBool::new(false),
+        }
     }
 
     /// Queues a kernel of `duration_ns` on `stream`; returns when it will finish.
@@ -164,17 +192,24 @@ impl SimBackend {
         SimGraphNode(nodes.len() - 1)
     }
 
-    /// Launches `graph` on `stream`: its kernels are queued and its events stamped in order.
-    pub fn launch_graph(&self, graph: &SimGraph, stream: &SimStream) {
+    /// Launches `graph` on `stream`: its kernels are queued in order and, on its first
+    /// launch only, its zone events stamped. Returns whether this launch was the timed one.
+    pub fn launch_graph(&self, graph: &SimGraph, stream: &SimStream) -> bool {
+        let timed = !graph.launched.swap(true, Ordering::AcqRel);
         let nodes = graph.nodes.lock().unwrap_or_else(|p| p.into_inner());
         for node in nodes.iter() {
             match node {
                 Node::Kernel(duration) => {
                     self.launch(stream, *duration);
                 }
-                Node::Record(stamp) => stamp.store(self.stamp_time(stream), Ordering::Release),
+                Node::Record(event, generation) => {
+                    if timed && event.generation.load(Ordering::Acquire) == *generation {
+                        event.stamp.store(self.stamp_time(stream), Ordering::Release);
+                    }
+                }
             }
         }
+        timed
     }
 
     /// How long until everything queued on `stream` has run (0 if idle).
@@ -207,10 +242,17 @@ impl SimBackend {
         self.now().max(stream.busy_until.load(Ordering::Acquire))
     }
 
+    /// The event's stamp; an event never stamped is a graph zone whose graph has not run.
+    fn stamp(call: &'static str, event: &SimEvent) -> Result<i64, BackendError> {
+        match event.state.stamp.load(Ordering::Acquire) {
+            NOT_RECORDED => Err(BackendError::new(call, GRAPH_NOT_LAUNCHED)),
+            t => Ok(t),
+        }
+    }
+
     fn injected(counter: &AtomicU32) -> bool {
         counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
     }
-
 }
 
 impl Backend for SimBackend {
@@ -231,7 +273,12 @@ impl Backend for SimBackend {
             return Err(BackendError::new("sim::create_event", "injected failure"));
         }
         self.gpu.events_created.fetch_add(1, Ordering::Relaxed);
-        Ok(SimEvent { stamp: Arc::new(AtomicI64::new(NOT_RECORDED)) })
+        Ok(SimEvent {
+            state: Arc::new(EventState {
+                stamp: AtomicI64::new(NOT_RECORDED),
+                generation: AtomicU64::new(0),
+            }),
+        })
     }
 
     fn create_stream(&self) -> Result<SimStream, BackendError> {
@@ -250,7 +297,7 @@ impl Backend for SimBackend {
         if Self::injected(&self.gpu.record_failures) {
             return Err(BackendError::new("sim::record", "injected failure"));
         }
-        event.stamp.store(self.stamp_time(stream), Ordering::Release);
+        event.state.rebind(self.stamp_time(stream));
         Ok(())
     }
 
@@ -264,35 +311,27 @@ impl Backend for SimBackend {
             return Err(BackendError::new("sim::add_graph_record_node", "injected failure"));
         }
         // Until the graph is launched, the event has no time (as with CUDA).
-        event.stamp.store(NOT_RECORDED, Ordering::Release);
+        let generation = event.state.rebind(NOT_RECORDED);
         let mut nodes = graph.nodes.lock().unwrap_or_else(|p| p.into_inner());
-        nodes.push(Node::Record(Arc::clone(&event.stamp)));
+        nodes.push(Node::Record(Arc::clone(&event.state), generation));
         Ok(SimGraphNode(nodes.len() - 1))
     }
 
     fn is_complete(&self, event: &SimEvent) -> Result<bool, BackendError> {
-        let t = event.stamp.load(Ordering::Acquire);
-        Ok(t != NOT_RECORDED && t <= self.now())
+        Ok(Self::stamp("sim::is_complete", event)? <= self.now())
     }
 
     fn wait(&self, event: &SimEvent) -> Result<(), BackendError> {
-        match event.stamp.load(Ordering::Acquire) {
-            NOT_RECORDED => Err(BackendError::new("sim::wait", "event was never recorded")),
-            t => {
-                self.advance_to(t);
-                Ok(())
-            }
-        }
+        self.advance_to(Self::stamp("sim::wait", event)?);
+        Ok(())
     }
 
     fn elapsed_ms(&self, start: &SimEvent, end: &SimEvent) -> Result<Option<f32>, BackendError> {
         if Self::injected(&self.gpu.elapsed_failures) {
             return Err(BackendError::new("sim::elapsed_ms", "injected failure"));
         }
-        // An event not recorded yet (a graph node whose graph has not run) is not complete:
-        // its list waits for the launch.
-        let (a, b) = (start.stamp.load(Ordering::Acquire), end.stamp.load(Ordering::Acquire));
-        if a == NOT_RECORDED || b == NOT_RECORDED || a.max(b) > self.now() {
+        let (a, b) = (Self::stamp("sim::elapsed_ms", start)?, Self::stamp("sim::elapsed_ms", end)?);
+        if a.max(b) > self.now() {
             return Ok(None);
         }
         Ok(Some(((b - a) as f64 / 1e6) as f32))
@@ -331,12 +370,19 @@ mod tests {
         sim.add_graph_record_node(&a, &g, &[]).unwrap();
         sim.add_kernel_node(&g, 2_000);
         sim.add_graph_record_node(&b, &g, &[]).unwrap();
-        assert_eq!(sim.elapsed_ms(&a, &b).unwrap(), None, "not launched yet");
+        let err = sim.elapsed_ms(&a, &b).unwrap_err();
+        assert_eq!(err.code, GRAPH_NOT_LAUNCHED);
         assert!(sim.wait(&b).is_err(), "waiting for a graph that never runs would never end");
         sim.advance(100);
-        sim.launch_graph(&g, &s);
+        assert!(sim.launch_graph(&g, &s), "the first launch is timed");
         sim.wait(&b).unwrap();
         assert_eq!(sim.elapsed_ms(&a, &b).unwrap(), Some(0.002));
+        sim.record(&a, &s).unwrap();
+        let (a_time, b_time) = (a.state.stamp.load(Ordering::Relaxed), b.state.stamp.load(Ordering::Relaxed));
+        assert!(!sim.launch_graph(&g, &s), "later launches are not timed");
+        sim.advance(10_000);
+        assert_eq!(a.state.stamp.load(Ordering::Relaxed), a_time, "a reused event is not stamped again");
+        assert_eq!(b.state.stamp.load(Ordering::Relaxed), b_time, "b keeps its first launch's time");
     }
 
     #[test]
