@@ -9,7 +9,8 @@ use serde_json::Value;
 /// f64, hiding whether the file kept three decimals).
 fn micros_to_ns(raw: &str, key: &str) -> i64 {
     let start = raw.find(&format!("\"{key}\":")).unwrap() + key.len() + 3;
-    let text: String = raw[start..].chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-').collect();
+    let text: String =
+        raw[start..].chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-').collect();
     let (whole, frac) = text.split_once('.').expect("three decimals");
     assert_eq!(frac.len(), 3, "{text}");
     whole.parse::<i64>().unwrap() * 1000 + frac.parse::<i64>().unwrap()

@@ -103,7 +103,11 @@ impl Model {
 }
 
 fn location(name: u8, fine: bool) -> DynamicLocation {
-    DynamicLocation::new(format!("z{name}")).with_level(if fine { Verbosity::Fine } else { Verbosity::Coarse })
+    DynamicLocation::new(format!("z{name}")).with_level(if fine {
+        Verbosity::Fine
+    } else {
+        Verbosity::Coarse
+    })
 }
 
 fn run(ops: Vec<Op>, coarse: bool) -> Result<(), TestCaseError> {
@@ -118,7 +122,14 @@ fn run(ops: Vec<Op>, coarse: bool) -> Result<(), TestCaseError> {
         .sink(sink.clone())
         .build()
         .unwrap();
-    let mut m = Model { now: 0, busy: 0, verbosity, lists: Vec::new(), queue: Default::default(), emitted: Vec::new() };
+    let mut m = Model {
+        now: 0,
+        busy: 0,
+        verbosity,
+        lists: Vec::new(),
+        queue: Default::default(),
+        emitted: Vec::new(),
+    };
     for op in ops {
         match op {
             Op::NewList => m.lists.push(Some((ctx.list(), ModelList::default()))),
@@ -184,7 +195,9 @@ fn run(ops: Vec<Op>, coarse: bool) -> Result<(), TestCaseError> {
         .batches()
         .into_iter()
         .flat_map(|(id, zones)| {
-            zones.into_iter().map(move |z| (id, z.location.name().to_owned(), z.depth, z.gpu_begin_ns, z.gpu_end_ns))
+            zones
+                .into_iter()
+                .map(move |z| (id, z.location.name().to_owned(), z.depth, z.gpu_begin_ns, z.gpu_end_ns))
         })
         .collect();
     prop_assert_eq!(got, m.emitted);

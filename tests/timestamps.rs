@@ -60,7 +60,10 @@ fn host_aligned_times_follow_the_latest_calibration_pair() {
     let pairs = sink.calibrations();
     assert_eq!(pairs.len(), 1, "a stale anchor is replaced on collect");
     let pair = pairs[0];
-    assert_eq!(pair.gpu_ns - sink.info().unwrap().base.gpu_ns, pair.host_ns - sink.info().unwrap().base.host_ns);
+    assert_eq!(
+        pair.gpu_ns - sink.info().unwrap().base.gpu_ns,
+        pair.host_ns - sink.info().unwrap().base.host_ns
+    );
     let mut list = ctx.list();
     list.zone_begin(&stream, location!("z")).unwrap();
     sim.launch(&stream, 500);

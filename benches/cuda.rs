@@ -1,0 +1,451 @@
+//! Host cost of tracing with real CUDA events: ours against the seed port and against the
+//! floor (the bare driver calls a traced zone cannot avoid).
+//!
+//! Every configuration records lists of `ZONES_PER_LIST` zones on idle streams (no kernels:
+//! what is measured is the host side) and reads every event's time:
+//!
+//! - `floor`: no pool, no shared state: each thread its own pre-made events, one
+//!   `cuEventRecord` per zone; after each list, like a collector, it reads the lists the
+//!   GPU has finished (`cuEventQuery` on the last event, then one `cuEventElapsedTime` per
+//!   event), never waiting.
+//! - `ours`: a `TracingContext`; `zone_next` (one event per adjacent zone) or
+//!   `zone_begin`/`zone_end` pairs (two); each thread calls `collect()` after each submit
+//!   (it returns at once when another thread is collecting), and flushes if more than
+//!   `BACKPRESSURE_SLOTS` slots are in use.
+//! - `seed_port`: `benches/common/seed_port.rs`; each thread calls `collect` (which holds
+//!   the one mutex while it waits for, queries and reads every submitted event) and then
+//!   `free` after each submit, as IREE's command buffers do.
+//!
+//! After the recording loops, the GPU is waited for (not counted as host work), then the
+//! times not read yet are read (counted). Reported: host nanoseconds per zone per thread
+//! (loops + final reads), end-to-end zones per second (all threads, GPU wait included),
+//! events per zone, the driver's own per-call costs, the collector's nanoseconds per event
+//! (all events complete), and the pool's share of ours: `(ours - floor) / ours`,
+//! single-threaded, one event per zone.
+//!
+//! Without a CUDA device it prints `SKIPPED: no CUDA device (...)` and exits successfully.
+//! `BENCH_CUDA_LISTS` sets the lists per thread (default 300). Results also go to
+//! `$BENCH_RESULTS_DIR/cuda.json` (see `benches/common/results.rs`).
+
+#[path = "common/results.rs"]
+mod results;
+#[path = "common/seed_port.rs"]
+mod seed_port;
+
+use cudarc::driver::CudaStream;
+use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, TimingEvent};
+use gpu_event_pool::{location, Backend, Collected, Config, TracingContext};
+use results::{Record, Results};
+use seed_port::{SeedContext, SEED_QUERY_CAPACITY};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const ZONES_PER_LIST: usize = 64;
+const THREADS: [usize; 3] = [1, 4, 16];
+/// Each configuration runs this many times; the fastest run is reported.
+const RUNS: usize = 3;
+
+/// How one configuration records and collects its zones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Implementation {
+    Floor,
+    OursNext,
+    OursPairs,
+    Seed,
+}
+
+impl Implementation {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Floor => "floor",
+            Self::OursNext | Self::OursPairs => "ours",
+            Self::Seed => "seed_port",
+        }
+    }
+
+    fn mode(self) -> &'static str {
+        match self {
+            Self::Floor => "1 event/zone, no pool",
+            Self::OursNext => "zone_next",
+            Self::OursPairs => "begin/end pairs",
+            Self::Seed => "begin/end pairs",
+        }
+    }
+}
+
+/// One measured run.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// From the common start until the last recording thread finished its loop.
+    loop_wall: Duration,
+    /// Then waiting for the GPU to run everything (not host work).
+    gpu_wait: Duration,
+    /// Then reading the times not read in the loop (all complete by now).
+    read: Duration,
+    zones: usize,
+    events: usize,
+    /// Backpressure flushes (ours: `in_use` above half the pool).
+    flushes: usize,
+}
+
+impl Run {
+    /// Host time per zone, per thread: the loops plus the final reads.
+    fn host_ns_per_zone(&self, threads: usize) -> f64 {
+        (self.loop_wall.as_nanos() as f64 * threads as f64 + self.read.as_nanos() as f64) / self.zones as f64
+    }
+
+    /// Zones per second from start to the last time read, all threads together.
+    fn zones_per_sec(&self) -> f64 {
+        self.zones as f64 / (self.loop_wall + self.gpu_wait + self.read).as_secs_f64()
+    }
+}
+
+/// Runs `work(stream, prepare())` on `threads` threads at once, each on its own stream
+/// (`prepare` runs before the clock starts). Measures the loops, then waits for the GPU;
+/// returns the loop wall time, the GPU wait, and what the threads returned.
+fn on_threads<P, L: Send>(
+    cuda: &CudaBackend,
+    threads: usize,
+    prepare: impl Fn() -> P + Sync,
+    work: impl Fn(&Arc<CudaStream>, P) -> (usize, usize, L) + Sync,
+) -> (Run, Vec<L>) {
+    let streams: Vec<_> = (0..threads).map(|_| cuda.new_stream().expect("stream")).collect();
+    let barrier = Barrier::new(threads + 1);
+    let (loop_wall, outputs) = std::thread::scope(|s| {
+        let workers: Vec<_> = streams
+            .iter()
+            .map(|stream| {
+                let (barrier, prepare, work) = (&barrier, &prepare, &work);
+                s.spawn(move || {
+                    let prepared = prepare();
+                    barrier.wait();
+                    work(stream, prepared)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let outputs: Vec<_> = workers.into_iter().map(|w| w.join().expect("worker")).collect();
+        (start.elapsed(), outputs)
+    });
+    let start = Instant::now();
+    for stream in &streams {
+        stream.synchronize().expect("synchronize");
+    }
+    let gpu_wait = start.elapsed();
+    let (mut zones, mut events, mut leftovers) = (0, 0, Vec::new());
+    for (z, e, l) in outputs {
+        zones += z;
+        events += e;
+        leftovers.push(l);
+    }
+    let run = Run { loop_wall, gpu_wait, read: Duration::ZERO, zones, events, flushes: 0 };
+    (run, leftovers)
+}
+
+/// Reads the times of one floor list: one `cuEventElapsedTime` per event after the first.
+fn read_floor_list(cuda: &CudaBackend, list: &[TimingEvent]) -> f32 {
+    list[1..].iter().map(|e| cuda.elapsed_ms(&list[0], e).expect("elapsed").unwrap_or(0.0)).sum()
+}
+
+fn floor(cuda: &CudaBackend, threads: usize, lists: usize) -> Run {
+    let make_list = || (0..=ZONES_PER_LIST).map(|_| cuda.create_event().expect("event")).collect::<Vec<_>>();
+    let (mut run, leftovers) = on_threads(
+        cuda,
+        threads,
+        || (0..lists).map(|_| make_list()).collect::<Vec<_>>(),
+        |stream, recorded| {
+            let (mut read, mut sum) = (0, 0.0f32);
+            for (i, list) in recorded.iter().enumerate() {
+                for event in list {
+                    cuda.record(event, stream).expect("record");
+                }
+                // Like a collector: read the lists the GPU has finished, never wait.
+                while read <= i && cuda.is_complete(&recorded[read][ZONES_PER_LIST]).expect("query") {
+                    sum += read_floor_list(cuda, &recorded[read]);
+                    read += 1;
+                }
+            }
+            std::hint::black_box(sum);
+            (lists * ZONES_PER_LIST, lists * (ZONES_PER_LIST + 1), (recorded, read))
+        },
+    );
+    let start = Instant::now();
+    for (recorded, read) in &leftovers {
+        std::hint::black_box(recorded[*read..].iter().map(|list| read_floor_list(cuda, list)).sum::<f32>());
+    }
+    run.read = start.elapsed();
+    run
+}
+
+/// Above this many slots in use, a recording thread flushes (waits) before going on: the
+/// backpressure a runtime applies when the GPU or the collector falls behind.
+const BACKPRESSURE_SLOTS: usize = 32 * 1024;
+
+fn ours(ctx: &TracingContext<CudaBackend>, threads: usize, lists: usize, next: bool) -> Run {
+    let before = ctx.stats();
+    let (mut run, flushes) = on_threads(
+        ctx.backend(),
+        threads,
+        || (),
+        |stream, ()| {
+            let mut flushes = 0;
+            for _ in 0..lists {
+                let mut list = ctx.list();
+                if next {
+                    list.zone_begin(stream, location!("zone")).expect("begin");
+                    for _ in 1..ZONES_PER_LIST {
+                        list.zone_next(stream, location!("zone")).expect("next");
+                    }
+                    list.zone_end(stream).expect("end");
+                } else {
+                    for _ in 0..ZONES_PER_LIST {
+                        list.zone_begin(stream, location!("zone")).expect("begin");
+                        list.zone_end(stream).expect("end");
+                    }
+                }
+                ctx.submit(list).expect("submit");
+                ctx.collect().expect("collect");
+                if ctx.stats().in_use > BACKPRESSURE_SLOTS {
+                    ctx.flush().expect("flush");
+                    flushes += 1;
+                }
+            }
+            (lists * ZONES_PER_LIST, 0, flushes)
+        },
+    );
+    let start = Instant::now();
+    ctx.flush().expect("flush");
+    run.read = start.elapsed();
+    run.flushes = flushes.iter().sum();
+    let stats = ctx.stats();
+    run.events = stats.events_submitted - before.events_submitted;
+    assert_eq!(stats.dropped_zones, before.dropped_zones, "no zone dropped: {stats:?}");
+    assert_eq!((stats.lists_failed, stats.in_use), (0, 0), "{stats:?}");
+    run
+}
+
+fn seed(seed: &SeedContext<CudaBackend>, threads: usize, lists: usize) -> Run {
+    let (run, _) = on_threads(
+        seed.backend(),
+        threads,
+        || (),
+        |stream, ()| {
+            let mut events = 0;
+            for _ in 0..lists {
+                let mut list = seed.list();
+                for _ in 0..ZONES_PER_LIST {
+                    seed.zone_begin(&mut list, stream).expect("begin");
+                    seed.zone_end(&mut list, stream).expect("end");
+                }
+                events += list.event_count();
+                seed.submit(&list);
+                seed.collect(|_, _| {});
+                seed.free(list);
+            }
+            (lists * ZONES_PER_LIST, events, ())
+        },
+    );
+    run
+}
+
+/// The driver alone on one stream: host ns per `cuEventRecord`, `cuEventQuery` and
+/// `cuEventElapsedTime` (complete events), and how fast the GPU retires timing events.
+fn driver_costs(cuda: &CudaBackend) -> [(&'static str, f64); 4] {
+    const N: usize = 20_000;
+    let stream = cuda.new_stream().expect("stream");
+    let events: Vec<_> = (0..N).map(|_| cuda.create_event().expect("event")).collect();
+    let start = Instant::now();
+    for event in &events {
+        cuda.record(event, &stream).expect("record");
+    }
+    let record = start.elapsed();
+    cuda.wait(&events[N - 1]).expect("wait");
+    let retired = start.elapsed();
+    let start = Instant::now();
+    let complete = events.iter().filter(|e| cuda.is_complete(e).expect("query")).count();
+    let query = start.elapsed();
+    assert_eq!(complete, N);
+    let start = Instant::now();
+    let sum: f32 =
+        events.iter().map(|e| cuda.elapsed_ms(&events[0], e).expect("elapsed").unwrap_or(0.0)).sum();
+    let elapsed = start.elapsed();
+    std::hint::black_box(sum);
+    let per = |d: Duration| d.as_nanos() as f64 / N as f64;
+    [
+        ("cuEventRecord (host ns)", per(record)),
+        ("cuEventQuery (host ns)", per(query)),
+        ("cuEventElapsedTime (host ns)", per(elapsed)),
+        ("GPU: ns per timing event retired, one stream", per(retired)),
+    ]
+}
+
+/// The collector's cost per event when every event is complete: `lists` lists recorded and
+/// finished on the GPU, then collected in one call. Returns (ours, seed) ns per event.
+fn collect_per_event(
+    ctx: &TracingContext<CudaBackend>,
+    seed_ctx: &SeedContext<CudaBackend>,
+    lists: usize,
+) -> (f64, f64) {
+    let cuda = ctx.backend();
+    let stream = cuda.new_stream().expect("stream");
+    let mut seed_lists = Vec::new();
+    for _ in 0..lists {
+        let mut list = ctx.list();
+        let mut seed_list = seed_ctx.list();
+        for _ in 0..ZONES_PER_LIST / 2 {
+            list.zone_begin(&stream, location!("zone")).expect("begin");
+            list.zone_end(&stream).expect("end");
+            seed_ctx.zone_begin(&mut seed_list, &stream).expect("begin");
+            seed_ctx.zone_end(&mut seed_list, &stream).expect("end");
+        }
+        ctx.submit(list).expect("submit");
+        seed_ctx.submit(&seed_list);
+        seed_lists.push(seed_list);
+    }
+    stream.synchronize().expect("synchronize");
+    let events = lists * ZONES_PER_LIST;
+    let start = Instant::now();
+    let Collected::Done(report) = ctx.collect().expect("collect") else { panic!("no other collector") };
+    let ours = start.elapsed();
+    assert_eq!(report.pending_lists, 0, "every list was complete");
+    let start = Instant::now();
+    let read = seed_ctx.collect(|_, _| {});
+    let seed = start.elapsed();
+    assert_eq!(read, events);
+    for list in seed_lists {
+        seed_ctx.free(list);
+    }
+    (ours.as_nanos() as f64 / events as f64, seed.as_nanos() as f64 / events as f64)
+}
+
+fn main() {
+    let cuda = match CudaBackend::new(0) {
+        Ok(cuda) => cuda,
+        Err(e) if is_no_device(&e) => {
+            eprintln!("SKIPPED: no CUDA device ({e}): benches/cuda.rs measures nothing here");
+            return;
+        }
+        Err(e) => panic!("the CUDA driver is present but unusable: {e}"),
+    };
+    let lists: usize = std::env::var("BENCH_CUDA_LISTS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let device = cuda.context().name().unwrap_or_else(|_| "unknown".to_owned());
+    println!("device: {device}; {} CPU cores; {ZONES_PER_LIST} zones per list; {lists} lists per thread; best of {RUNS}", results::cores_available());
+
+    let config = Config { initial_capacity: 1024, max_capacity: 64 * 1024, ..Config::default() };
+    let ctx = TracingContext::builder(cuda.clone()).config(config).build().expect("context");
+    let started = Instant::now();
+    let seed_ctx = SeedContext::new(cuda.clone(), SEED_QUERY_CAPACITY).expect("seed context");
+    println!(
+        "seed port: {SEED_QUERY_CAPACITY} events created up front in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    );
+
+    let mut out = Results::default();
+    for (what, ns) in driver_costs(&cuda) {
+        println!("driver: {what}: {ns:.0}");
+        out.push(Record {
+            group: "cuda_driver".to_owned(),
+            implementation: "driver".to_owned(),
+            mode: what.to_owned(),
+            threads: 1,
+            ns_per_op: Some(ns),
+            ..Record::default()
+        });
+    }
+    println!(
+        "{:<10} {:<22} {:>7} {:>14} {:>13} {:>14} {:>11} {:>9}",
+        "impl", "mode", "threads", "host ns/zone", "e2e zones/s", "GPU wait ms", "events/zone", "flushes"
+    );
+    let mut single = std::collections::HashMap::new();
+    for &threads in &THREADS {
+        for implementation in
+            [Implementation::Floor, Implementation::OursNext, Implementation::OursPairs, Implementation::Seed]
+        {
+            let run_once = |n: usize| match implementation {
+                Implementation::Floor => floor(&cuda, threads, n),
+                Implementation::OursNext => ours(&ctx, threads, n, true),
+                Implementation::OursPairs => ours(&ctx, threads, n, false),
+                Implementation::Seed => seed(&seed_ctx, threads, n),
+            };
+            run_once(lists / 10 + 1);
+            let best = (0..RUNS)
+                .map(|_| run_once(lists))
+                .min_by(|a, b| a.host_ns_per_zone(threads).total_cmp(&b.host_ns_per_zone(threads)))
+                .expect("runs");
+            let host_ns = best.host_ns_per_zone(threads);
+            let events_per_zone = best.events as f64 / best.zones as f64;
+            println!(
+                "{:<10} {:<22} {:>7} {:>14.0} {:>13.0} {:>14.1} {:>11.3} {:>9}",
+                implementation.name(),
+                implementation.mode(),
+                threads,
+                host_ns,
+                best.zones_per_sec(),
+                best.gpu_wait.as_secs_f64() * 1e3,
+                events_per_zone,
+                best.flushes
+            );
+            if threads == 1 {
+                single.insert(implementation, host_ns);
+            }
+            out.push(Record {
+                group: "cuda_zone".to_owned(),
+                implementation: implementation.name().to_owned(),
+                mode: implementation.mode().to_owned(),
+                threads,
+                ns_per_op: Some(host_ns),
+                zones_per_sec: Some(best.zones_per_sec()),
+                samples: Some(best.zones as u64),
+                note: format!(
+                    "host ns/zone per thread (loops + final reads); events/zone {events_per_zone:.3}; \
+                     GPU wait {:.1} ms; backpressure flushes {}; device {device}",
+                    best.gpu_wait.as_secs_f64() * 1e3,
+                    best.flushes
+                ),
+                ..Record::default()
+            });
+        }
+    }
+
+    let (ours_collect, seed_collect) = collect_per_event(&ctx, &seed_ctx, 100);
+    println!(
+        "collect, all events complete: ours {ours_collect:.0} ns/event, seed_port {seed_collect:.0} ns/event"
+    );
+    for (implementation, ns) in [("ours", ours_collect), ("seed_port", seed_collect)] {
+        out.push(Record {
+            group: "cuda_collect".to_owned(),
+            implementation: implementation.to_owned(),
+            mode: "per event, all complete".to_owned(),
+            threads: 1,
+            ns_per_op: Some(ns),
+            samples: Some(100 * ZONES_PER_LIST as u64),
+            ..Record::default()
+        });
+    }
+
+    let (floor_ns, ours_ns, pairs_ns, seed_ns) = (
+        single[&Implementation::Floor],
+        single[&Implementation::OursNext],
+        single[&Implementation::OursPairs],
+        single[&Implementation::Seed],
+    );
+    let share = (ours_ns - floor_ns) / ours_ns;
+    println!(
+        "1 thread: ours {ours_ns:.0} ns/zone (zone_next) / {pairs_ns:.0} (pairs), seed_port {seed_ns:.0}, floor {floor_ns:.0}; \
+         ours/seed = {:.2}; pool's share of ours = {:.1}%",
+        ours_ns / seed_ns,
+        share * 100.0
+    );
+    out.push(Record {
+        group: "cuda_pool_share".to_owned(),
+        implementation: "ours".to_owned(),
+        mode: "(ours zone_next - floor) / ours, 1 thread".to_owned(),
+        threads: 1,
+        ns_per_op: Some(ours_ns - floor_ns),
+        samples: Some(1),
+        note: format!("share {:.2}%", share * 100.0),
+        ..Record::default()
+    });
+    out.write("cuda");
+}

@@ -1,0 +1,145 @@
+#![cfg(loom)]
+//! Loom models of the collector's rules: one collector at a time, a second caller never
+//! waits; and the end of a context while lists are still alive.
+
+#[path = "common/backend.rs"]
+mod backend;
+mod common;
+
+use backend::{assert_accounted, builder, context, received, record_one_zone, LoomStream};
+use gpu_event_pool::sink::{ContextInfo, Sink, ZoneBatch};
+use gpu_event_pool::{Collected, DynamicLocation, Lane};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+/// A sink that, on its first batch, says it is inside the collector (`inside`), then holds
+/// the collector there until `returned` callers of `collect` have come back out.
+struct GateSink {
+    inside: Arc<AtomicBool>,
+    returned: Arc<AtomicUsize>,
+}
+
+impl Sink for GateSink {
+    fn zones(&mut self, _context: &ContextInfo, _batch: ZoneBatch<'_>) -> std::io::Result<()> {
+        self.inside.store(true, Ordering::Release);
+        // Acquire: pairs with the Release increment after the other caller's `collect`.
+        while self.returned.load(Ordering::Acquire) == 0 {
+            thread::yield_now();
+        }
+        Ok(())
+    }
+}
+
+/// While one thread is inside `collect` (held there by the gate sink), a second caller gets
+/// `Busy` and returns: if it waited for the collector instead, the two would wait for each
+/// other and loom would report the deadlock. The list is collected exactly once.
+///
+/// The second caller starts only once the first is inside: loom 0.7's `Mutex::try_lock`
+/// wrongly blocks a thread whose `try_lock` is pending when another thread takes the lock
+/// (tokio-rs/loom#376), so a model racing the two `try_lock`s cannot tell a blocking
+/// `collect` from loom's false block. The race itself is the next model.
+#[test]
+fn second_collector_returns_busy_while_the_first_collects() {
+    common::exhaustive(|| {
+        let inside = Arc::new(AtomicBool::new(false));
+        let returned = Arc::new(AtomicUsize::new(0));
+        let (_backend, sink, builder) = builder(2, 2, 2);
+        let gate = GateSink { inside: inside.clone(), returned: returned.clone() };
+        let ctx = builder.sink(gate).build().unwrap();
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "submitted")).unwrap();
+        let first = {
+            let ctx = ctx.clone();
+            thread::spawn(move || ctx.collect().unwrap())
+        };
+        let second = {
+            let ctx = ctx.clone();
+            thread::spawn(move || {
+                // Acquire: pairs with the gate's Release store.
+                while !inside.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                let outcome = ctx.collect().unwrap();
+                returned.fetch_add(1, Ordering::Release);
+                outcome
+            })
+        };
+        assert_eq!(second.join().unwrap(), Collected::Busy);
+        match first.join().unwrap() {
+            Collected::Done(report) => assert_eq!(report.lists, 1),
+            Collected::Busy => panic!("the first caller found no other collector"),
+        }
+        assert_eq!(received(&sink), [("submitted".to_owned(), Lane::Stream(0), 1_000)]);
+        let stats = assert_accounted(&ctx);
+        let held = "collected; the stream's last event is held as its next time reference";
+        assert_eq!((stats.owned, stats.submitted, stats.lists_collected), (0, 1, 1), "{held}");
+    });
+}
+
+/// Two threads race to `collect` one submitted list: it is collected exactly once, and a
+/// caller that finds the other collecting gets `Busy` (seen in some interleaving).
+#[test]
+fn racing_collectors_collect_each_list_once() {
+    static SAW_BUSY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    common::exhaustive(|| {
+        let (_backend, sink, ctx) = context(2, 2, 2);
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "submitted")).unwrap();
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let ctx = ctx.clone();
+                thread::spawn(move || ctx.collect().unwrap())
+            })
+            .collect();
+        let outcomes: Vec<Collected> = callers.into_iter().map(|c| c.join().unwrap()).collect();
+        let lists: usize = outcomes
+            .iter()
+            .map(|o| match o {
+                Collected::Done(report) => report.lists,
+                Collected::Busy => 0,
+            })
+            .sum();
+        assert_eq!(lists, 1, "{outcomes:?}");
+        if outcomes.contains(&Collected::Busy) {
+            SAW_BUSY.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        assert_eq!(received(&sink), [("submitted".to_owned(), Lane::Stream(0), 1_000)]);
+        let stats = assert_accounted(&ctx);
+        let held = "collected; the stream's last event is held as its next time reference";
+        assert_eq!((stats.owned, stats.submitted, stats.lists_collected), (0, 1, 1), "{held}");
+    });
+    assert!(SAW_BUSY.load(std::sync::atomic::Ordering::Relaxed), "no interleaving overlapped the collectors");
+}
+
+/// The main thread drops its handle while thread A submits a list and drops the other
+/// handle, and thread B still holds an unsubmitted list with an open zone, which it ends and
+/// drops. Whichever handle goes last flushes: A's zone always arrives, exactly once; B's
+/// list releases its slots into a pool that has no handle left and emits nothing; the pool
+/// and its events are destroyed exactly once, by whoever lets go last.
+#[test]
+fn last_handle_dropped_while_another_thread_holds_a_list() {
+    common::model(|| {
+        let (backend, sink, ctx) = context(2, 4, 2);
+        let mut held = ctx.list();
+        let held_stream = LoomStream::new(1);
+        held.zone_begin(&held_stream, DynamicLocation::new("held")).unwrap();
+        assert_accounted(&ctx);
+
+        let submitter = {
+            let ctx = ctx.clone();
+            thread::spawn(move || {
+                ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "submitted")).unwrap()
+            })
+        };
+        let holder = thread::spawn(move || {
+            held.zone_end(&held_stream).unwrap();
+            drop(held);
+        });
+        drop(ctx);
+        submitter.join().unwrap();
+        holder.join().unwrap();
+
+        assert_eq!(received(&sink), [("submitted".to_owned(), Lane::Stream(0), 1_000)]);
+        assert!(sink.flushes() >= 1, "the last handle flushed the sinks");
+        assert_eq!(backend.live_events(), 0, "every event destroyed with the pool");
+    });
+}

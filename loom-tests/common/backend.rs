@@ -1,0 +1,169 @@
+//! A loom-compatible backend and the slot accounting check, for the models that run a whole
+//! `TracingContext`.
+//!
+//! The backend keeps every piece of state that crosses threads in loom atomics, so loom sees
+//! (and checks) the synchronization between a recording thread's `record` and the
+//! collector's completion checks. It has no clock: an event is complete once it is recorded,
+//! and its time is its stream's tick count at recording (one tick = 1 µs).
+
+use gpu_event_pool::sink::memory::MemorySink;
+use gpu_event_pool::sink::Zone;
+use gpu_event_pool::{
+    Backend, BackendError, Builder, DynamicLocation, EventList, Lane, Stats, TracingContext,
+};
+use loom::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+
+/// One tick of a stream, in milliseconds (1 µs).
+const TICK_MS: f32 = 1e-3;
+
+/// A GPU for loom: events complete once recorded, timed by their stream's ticks.
+#[derive(Debug, Clone, Default)]
+pub struct LoomBackend {
+    /// Events alive now (test bookkeeping, read only after every thread has joined).
+    live_events: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A stream: one recording thread's queue, counting the events recorded on it.
+#[derive(Debug)]
+pub struct LoomStream {
+    id: u64,
+    ticks: Cell<u64>,
+}
+
+impl LoomStream {
+    /// A stream whose lane is `Lane::Stream(id)`.
+    pub fn new(id: u64) -> Self {
+        Self { id, ticks: Cell::new(0) }
+    }
+}
+
+/// A timing event: 0 until recorded, then its stream's tick count (at least 1).
+#[derive(Debug)]
+pub struct LoomEvent {
+    stamp: AtomicU64,
+    live_events: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for LoomEvent {
+    fn drop(&mut self) {
+        self.live_events.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl LoomBackend {
+    /// Events created and not yet destroyed.
+    pub fn live_events(&self) -> usize {
+        self.live_events.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn stamp(event: &LoomEvent) -> Option<u64> {
+        // Acquire: pairs with the Release store of `record`.
+        Some(event.stamp.load(Ordering::Acquire)).filter(|&t| t != 0)
+    }
+}
+
+impl Backend for LoomBackend {
+    type Event = LoomEvent;
+    type Stream = LoomStream;
+    type Graph = ();
+    type GraphNode = ();
+
+    fn name(&self) -> &'static str {
+        "loom"
+    }
+
+    fn create_event(&self) -> Result<LoomEvent, BackendError> {
+        self.live_events.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(LoomEvent { stamp: AtomicU64::new(0), live_events: self.live_events.clone() })
+    }
+
+    fn create_stream(&self) -> Result<LoomStream, BackendError> {
+        Ok(LoomStream::new(u64::MAX))
+    }
+
+    fn stream_key(&self, stream: &LoomStream) -> u64 {
+        stream.id
+    }
+
+    fn graph_key(&self, _graph: &()) -> u64 {
+        0
+    }
+
+    fn record(&self, event: &LoomEvent, stream: &LoomStream) -> Result<(), BackendError> {
+        stream.ticks.set(stream.ticks.get() + 1);
+        // Release: whoever sees the stamp sees the event as recorded.
+        event.stamp.store(stream.ticks.get(), Ordering::Release);
+        Ok(())
+    }
+
+    fn add_graph_record_node(&self, _: &LoomEvent, _: &(), _: &[()]) -> Result<(), BackendError> {
+        Err(BackendError::new("loom::add_graph_record_node", "graphs are not modelled"))
+    }
+
+    fn is_complete(&self, event: &LoomEvent) -> Result<bool, BackendError> {
+        Ok(Self::stamp(event).is_some())
+    }
+
+    fn wait(&self, event: &LoomEvent) -> Result<(), BackendError> {
+        match Self::stamp(event) {
+            Some(_) => Ok(()),
+            None => Err(BackendError::new("loom::wait", "event was never recorded")),
+        }
+    }
+
+    fn elapsed_ms(&self, start: &LoomEvent, end: &LoomEvent) -> Result<Option<f32>, BackendError> {
+        Ok(Self::stamp(start).zip(Self::stamp(end)).map(|(a, b)| (b as f32 - a as f32) * TICK_MS))
+    }
+
+    fn host_now_ns(&self) -> i64 {
+        0
+    }
+}
+
+/// A builder for a context on a fresh [`LoomBackend`] with a pool of `initial` slots growing
+/// to `max`, reserving `batch` slots at a time, feeding a [`MemorySink`].
+pub fn builder(initial: u32, max: u32, batch: u32) -> (LoomBackend, MemorySink, Builder<LoomBackend>) {
+    let backend = LoomBackend::default();
+    let sink = MemorySink::new();
+    let builder =
+        TracingContext::builder(backend.clone()).capacity(initial, max).batch(batch).sink(sink.clone());
+    (backend, sink, builder)
+}
+
+/// The context [`builder`] describes.
+pub fn context(initial: u32, max: u32, batch: u32) -> (LoomBackend, MemorySink, TracingContext<LoomBackend>) {
+    let (backend, sink, builder) = builder(initial, max, batch);
+    (backend, sink, builder.build().expect("a valid configuration"))
+}
+
+/// A new list holding one zone named `name` (two events on `stream`).
+pub fn record_one_zone(
+    ctx: &TracingContext<LoomBackend>,
+    stream: &LoomStream,
+    name: &str,
+) -> EventList<LoomBackend> {
+    let mut list = ctx.list();
+    list.zone_begin(stream, DynamicLocation::new(name)).expect("the pool has room");
+    list.zone_end(stream).expect("the pool has room");
+    list
+}
+
+/// One collected zone as the models check it: name, lane, and duration in ns.
+fn summary(zone: &Zone) -> (String, Lane, i64) {
+    (zone.location.name().to_owned(), zone.lane, zone.gpu_end_ns - zone.gpu_begin_ns)
+}
+
+/// Every zone the sink received, summarized.
+pub fn received(sink: &MemorySink) -> Vec<(String, Lane, i64)> {
+    sink.zones().iter().map(summary).collect()
+}
+
+/// The slot accounting invariant, checked when no other thread uses the context: every slot
+/// is in exactly one state, and the free counter matches the freelist itself.
+pub fn assert_accounted(ctx: &TracingContext<LoomBackend>) -> Stats {
+    let stats = ctx.stats();
+    assert_eq!(stats.unaccounted(), 0, "free + owned + submitted != capacity: {stats:?}");
+    assert_eq!(ctx.free_slots_walked(), stats.free, "free counter disagrees with the freelist: {stats:?}");
+    stats
+}

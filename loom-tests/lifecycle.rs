@@ -1,0 +1,118 @@
+#![cfg(loom)]
+//! Loom models of the whole slot lifecycle: two recording threads acquire slots, record
+//! and submit while a collector collects and releases, on pools small enough to grow and to
+//! run out under the race.
+
+#[path = "common/backend.rs"]
+mod backend;
+mod common;
+
+use backend::{assert_accounted, context, received, record_one_zone, LoomStream};
+use gpu_event_pool::{Collected, DynamicLocation, Lane, RecordError};
+use loom::thread;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Notes that an outcome happened in some explored interleaving (test bookkeeping across
+/// loom's executions, outside the model).
+fn saw(flag: &AtomicBool) {
+    flag.store(true, Ordering::Relaxed);
+}
+
+/// Runs one collection on its own thread and returns how many lists it collected.
+fn spawn_collector(ctx: &gpu_event_pool::TracingContext<backend::LoomBackend>) -> thread::JoinHandle<usize> {
+    let ctx = ctx.clone();
+    thread::spawn(move || match ctx.collect() {
+        Ok(Collected::Done(report)) => report.lists,
+        other => panic!("the only collector got {other:?}"),
+    })
+}
+
+/// A pool of 2 slots growing to 4, reserving 2 at a time: whichever recorder comes second
+/// finds at most one free slot (the collector keeps a collected list's last event as its
+/// stream's time reference), so it grows the pool, racing the collector's release. Both
+/// zones arrive once, with their names, lanes and durations.
+#[test]
+fn recorders_and_collector_race_on_a_growing_pool() {
+    common::model(|| {
+        let (backend, sink, ctx) = context(2, 4, 2);
+        let recorders: Vec<_> = (0..2u64)
+            .map(|r| {
+                let ctx = ctx.clone();
+                thread::spawn(move || {
+                    ctx.submit(record_one_zone(&ctx, &LoomStream::new(r), &format!("r{r}"))).unwrap()
+                })
+            })
+            .collect();
+        let collector = spawn_collector(&ctx);
+        for recorder in recorders {
+            recorder.join().unwrap();
+        }
+        let collected_early = collector.join().unwrap();
+        let report = ctx.flush().unwrap();
+        assert_eq!(collected_early + report.lists, 2, "every list collected exactly once");
+
+        let mut zones = received(&sink);
+        zones.sort();
+        assert_eq!(
+            zones,
+            [("r0".to_owned(), Lane::Stream(0), 1_000), ("r1".to_owned(), Lane::Stream(1), 1_000)]
+        );
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.owned, stats.submitted, stats.dropped_zones), (0, 0, 0), "{stats:?}");
+        assert_eq!((stats.capacity, stats.grows), (4, 1), "{stats:?}");
+        drop(ctx);
+        assert_eq!(backend.live_events(), 0, "every event destroyed with the pool");
+    });
+}
+
+/// A pool of 1 slot growing to 3 (pages of 1 and 2), one slot reserved at a time, and two
+/// recorders wanting two slots each: the pool always grows once, and unless the collector
+/// frees a list's first slot in time (it keeps the last as the stream's time reference), a
+/// recorder finds it exhausted. An exhausted call returns `PoolExhausted` and its
+/// zone is dropped and counted, never half-emitted; every other zone arrives intact.
+#[test]
+fn exhausted_pool_drops_zones_cleanly_and_recovers() {
+    static EXHAUSTED: AtomicBool = AtomicBool::new(false);
+    static RECOVERED: AtomicBool = AtomicBool::new(false);
+    common::model(|| {
+        let (backend, sink, ctx) = context(1, 3, 1);
+        let recorders: Vec<_> = (0..2u64)
+            .map(|r| {
+                let ctx = ctx.clone();
+                thread::spawn(move || {
+                    let stream = LoomStream::new(r);
+                    let mut list = ctx.list();
+                    let begun = list.zone_begin(&stream, DynamicLocation::new(format!("r{r}")));
+                    let ended = list.zone_end(&stream);
+                    ctx.submit(list).expect("no open zone, same context");
+                    for result in [&begun, &ended] {
+                        if let Err(e) = result {
+                            assert_eq!(*e, RecordError::PoolExhausted { capacity: 3 });
+                        }
+                    }
+                    begun.is_ok() && ended.is_ok()
+                })
+            })
+            .collect();
+        let collector = spawn_collector(&ctx);
+        let recorded: Vec<bool> = recorders.into_iter().map(|r| r.join().unwrap()).collect();
+        collector.join().unwrap();
+        ctx.flush().unwrap();
+
+        let mut zones = received(&sink);
+        zones.sort();
+        let expected: Vec<_> = (0..2u64)
+            .filter(|&r| recorded[r as usize])
+            .map(|r| (format!("r{r}"), Lane::Stream(r), 1_000))
+            .collect();
+        assert_eq!(zones, expected, "exactly the fully recorded zones arrive");
+        let stats = assert_accounted(&ctx);
+        assert_eq!(stats.dropped_zones, recorded.iter().filter(|&&ok| !ok).count(), "{stats:?}");
+        assert_eq!((stats.capacity, stats.grows, stats.owned, stats.submitted), (3, 1, 0, 0), "{stats:?}");
+        saw(if recorded.contains(&false) { &EXHAUSTED } else { &RECOVERED });
+        drop(ctx);
+        assert_eq!(backend.live_events(), 0, "every event destroyed with the pool");
+    });
+    assert!(EXHAUSTED.load(Ordering::Relaxed), "no interleaving exhausted the pool");
+    assert!(RECOVERED.load(Ordering::Relaxed), "no interleaving recorded both zones");
+}
