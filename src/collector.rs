@@ -136,6 +136,7 @@ impl<B: Backend> Collector<B> {
     /// Collects completed lists in order; with `wait`, waits for each instead of stopping.
     pub(crate) fn run(&mut self, ctx: &Inner<B>, wait: bool) -> Result<CollectReport, Error> {
         ctx.queue.take_all(&ctx.pool, &mut self.taken);
+        ctx.pool.sample_high_water();
         self.waiting.extend(self.taken.drain(..));
         let mut first_error: Option<Error> = None;
         if let Err(e) = self.refresh_anchor(ctx, wait) {

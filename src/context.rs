@@ -10,6 +10,7 @@ use crate::pool::Pool;
 use crate::sink::{ContextInfo, Sink};
 use crate::submit::SubmissionQueue;
 use crate::sync::{lock, try_lock, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::tally::Tally;
 use std::time::Duration;
 
 /// How a context is built. Every field has a sensible default ([`Config::default`]).
@@ -72,17 +73,21 @@ impl Config {
     }
 }
 
-/// Counters of the context (the pool keeps the slot counts).
-#[derive(Debug, Default)]
+/// Counters of the context (the pool keeps the slot counts). Those bumped on the recording
+/// path are sharded per thread (`recorded`); the rest change on failures or in the collector.
+#[derive(Debug)]
 pub(crate) struct Counters {
+    /// LISTS_SUBMITTED, EVENTS_SUBMITTED, LISTS_DISCARDED.
+    pub(crate) recorded: Tally<3>,
     pub(crate) dropped_zones: AtomicUsize,
-    pub(crate) lists_submitted: AtomicUsize,
     pub(crate) lists_collected: AtomicUsize,
     pub(crate) lists_failed: AtomicUsize,
-    pub(crate) lists_discarded: AtomicUsize,
-    pub(crate) events_submitted: AtomicUsize,
     pub(crate) zones_emitted: AtomicUsize,
 }
+
+const LISTS_SUBMITTED: usize = 0;
+const EVENTS_SUBMITTED: usize = 1;
+const LISTS_DISCARDED: usize = 2;
 
 /// A snapshot of a context's statistics. Each counter is read on its own, so a snapshot
 /// taken while other threads record is approximate; when they are quiet it is exact, and
@@ -103,7 +108,8 @@ pub struct Stats {
     pub submitted: usize,
     /// `owned + submitted`.
     pub in_use: usize,
-    /// The most slots ever in use at once.
+    /// The most slots seen in use at once: sampled when the pool grows (the moment it is
+    /// full), on every collect and on every `stats()` call.
     pub high_water: usize,
     /// Times the pool grew.
     pub grows: usize,
@@ -161,12 +167,12 @@ impl<B: Backend> Inner<B> {
     }
 
     pub(crate) fn count_discarded(&self) {
-        self.counters.lists_discarded.fetch_add(1, Ordering::Relaxed);
+        self.counters.recorded.add(LISTS_DISCARDED, 1);
     }
 
     /// Owned -> Submitted: puts a list's events on the submission queue.
     pub(crate) fn enqueue(&self, first: u32, last: u32, len: u32, list_id: u64) {
-        self.counters.lists_submitted.fetch_add(1, Ordering::Relaxed);
+        self.counters.recorded.add(LISTS_SUBMITTED, 1);
         if len == 0 {
             self.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
             return;
@@ -179,7 +185,7 @@ impl<B: Backend> Inner<B> {
             (*r).list_id = list_id;
         });
         self.pool.mark_submitted(len);
-        self.counters.events_submitted.fetch_add(len as usize, Ordering::Relaxed);
+        self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(len));
         self.queue.push(&self.pool, first);
     }
 }
@@ -298,7 +304,13 @@ impl<B: Backend> Builder<B> {
             config,
             pool,
             queue: SubmissionQueue::new(),
-            counters: Counters::default(),
+            counters: Counters {
+                recorded: Tally::new(),
+                dropped_zones: AtomicUsize::new(0),
+                lists_collected: AtomicUsize::new(0),
+                lists_failed: AtomicUsize::new(0),
+                zones_emitted: AtomicUsize::new(0),
+            },
             info,
             collector: Mutex::new(collector),
             handles: AtomicUsize::new(1),
@@ -385,6 +397,7 @@ impl<B: Backend> TracingContext<B> {
         let p = self.inner.pool.counts();
         let c = &self.inner.counters;
         let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        let recorded = |field| c.recorded.sum(field).max(0) as usize;
         Stats {
             capacity: p.capacity,
             max_capacity: p.max_capacity,
@@ -396,11 +409,11 @@ impl<B: Backend> TracingContext<B> {
             high_water: p.high_water,
             grows: p.grows,
             dropped_zones: get(&c.dropped_zones),
-            lists_submitted: get(&c.lists_submitted),
+            lists_submitted: recorded(LISTS_SUBMITTED),
             lists_collected: get(&c.lists_collected),
             lists_failed: get(&c.lists_failed),
-            lists_discarded: get(&c.lists_discarded),
-            events_submitted: get(&c.events_submitted),
+            lists_discarded: recorded(LISTS_DISCARDED),
+            events_submitted: recorded(EVENTS_SUBMITTED),
             zones_emitted: get(&c.zones_emitted),
         }
     }

@@ -54,6 +54,7 @@ mod pool;
 pub mod sink;
 mod submit;
 mod sync;
+mod tally;
 
 /// The README's examples, compiled and run as doctests so that they stay true.
 #[cfg(doctest)]

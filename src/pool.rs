@@ -23,6 +23,7 @@ use crate::location::Location;
 use crate::submit::SubmissionLinks;
 use crate::sync::consts::MAX_PAGES;
 use crate::sync::{spin_wait, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
+use crate::tally::Tally;
 use crossbeam_utils::CachePadded;
 
 /// What happened at one recorded event, written by the owning list, read by the collector.
@@ -79,16 +80,22 @@ pub(crate) enum AcquireError {
 }
 
 /// Slot counts per state, each changed by the transition that moves slots, so that their sum
-/// against `capacity` checks the bookkeeping rather than restating it.
-#[derive(Debug, Default)]
+/// against `capacity` checks the bookkeeping rather than restating it. The three state
+/// counts change on the recording path: they are sharded per thread ([`Tally`]).
+#[derive(Debug)]
 struct Counters {
-    capacity: CachePadded<AtomicUsize>,
-    free: CachePadded<AtomicUsize>,
-    owned: CachePadded<AtomicUsize>,
-    submitted: CachePadded<AtomicUsize>,
-    high_water: CachePadded<AtomicUsize>,
+    /// FREE, OWNED, SUBMITTED slots.
+    states: Tally<3>,
+    capacity: AtomicUsize,
+    /// The most slots seen in use, sampled when the pool grows (the moment it is full),
+    /// on every collect and on every `stats()`.
+    high_water: AtomicUsize,
     grows: AtomicUsize,
 }
+
+const FREE: usize = 0;
+const OWNED: usize = 1;
+const SUBMITTED: usize = 2;
 
 /// A snapshot of the pool's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,11 +188,15 @@ impl<E> Pool<E> {
             shift,
             max,
             stale_link: AtomicU32::new(NIL),
-            counters: Counters::default(),
+            counters: Counters {
+                states: Tally::new(),
+                capacity: AtomicUsize::new(0),
+                high_water: AtomicUsize::new(0),
+                grows: AtomicUsize::new(0),
+            },
         };
         let chain = pool.add_page(create)?;
-        pool.free.push_chain(&pool, chain);
-        pool.counters.free.fetch_add(chain.len as usize, Ordering::Relaxed);
+        pool.push_free(chain);
         Ok(pool)
     }
 
@@ -269,14 +280,16 @@ impl<E> Pool<E> {
         if self.counters.capacity.load(Ordering::Relaxed) >= self.max as usize {
             return Err(AcquireError::Exhausted);
         }
+        // The freelist is empty: every slot is in use. Record that peak before growing.
+        let full = self.counters.capacity.load(Ordering::Relaxed);
+        self.counters.high_water.fetch_max(full, Ordering::Relaxed);
         let page = self.add_page(create).map_err(AcquireError::Backend)?;
         self.counters.grows.fetch_add(1, Ordering::Relaxed);
         let keep = page.len.min(n);
         let kept = Chain { first: page.first, last: page.first + keep - 1, len: keep };
         if keep < page.len {
             let rest = Chain { first: page.first + keep, last: page.last, len: page.len - keep };
-            self.free.push_chain(self, rest);
-            self.counters.free.fetch_add(rest.len as usize, Ordering::Relaxed);
+            self.push_free(rest);
         }
         self.took(keep, false);
         Ok(kept)
@@ -308,52 +321,54 @@ impl<E> Pool<E> {
     }
 
     fn took(&self, len: u32, from_free: bool) {
-        let len = len as usize;
+        let states = &self.counters.states;
         if from_free {
-            self.counters.free.fetch_sub(len, Ordering::Relaxed);
+            states.add(FREE, -i64::from(len));
         }
-        self.counters.owned.fetch_add(len, Ordering::Relaxed);
-        let in_use = self
-            .counters
-            .capacity
-            .load(Ordering::Relaxed)
-            .saturating_sub(self.counters.free.load(Ordering::Relaxed));
-        self.counters.high_water.fetch_max(in_use, Ordering::Relaxed);
+        states.add(OWNED, i64::from(len));
     }
 
     /// Owned -> Free: a list returns slots it did not submit (one CAS for the whole chain).
     pub(crate) fn release_owned(&self, chain: Chain) {
-        self.counters.owned.fetch_sub(chain.len as usize, Ordering::Relaxed);
+        self.counters.states.add(OWNED, -i64::from(chain.len));
         self.push_free(chain);
     }
 
     /// Owned -> Submitted.
     pub(crate) fn mark_submitted(&self, len: u32) {
-        self.counters.owned.fetch_sub(len as usize, Ordering::Relaxed);
-        self.counters.submitted.fetch_add(len as usize, Ordering::Relaxed);
+        self.counters.states.add(OWNED, -i64::from(len));
+        self.counters.states.add(SUBMITTED, i64::from(len));
     }
 
     /// Submitted -> Free: the collector returns collected lists (one CAS for all of them).
     pub(crate) fn release_submitted(&self, chain: Chain) {
-        self.counters.submitted.fetch_sub(chain.len as usize, Ordering::Relaxed);
+        self.counters.states.add(SUBMITTED, -i64::from(chain.len));
         self.push_free(chain);
     }
 
     fn push_free(&self, chain: Chain) {
         self.free.push_chain(self, chain);
-        self.counters.free.fetch_add(chain.len as usize, Ordering::Relaxed);
+        self.counters.states.add(FREE, i64::from(chain.len));
+    }
+
+    /// Folds the slots in use now into the high-water mark.
+    pub(crate) fn sample_high_water(&self) {
+        let in_use = self.counters.capacity.load(Ordering::Relaxed) as i64 - self.counters.states.sum(FREE);
+        self.counters.high_water.fetch_max(in_use.max(0) as usize, Ordering::Relaxed);
     }
 
     /// A snapshot of the counters (each read separately: exact when the pool is quiescent).
     pub(crate) fn counts(&self) -> PoolCounts {
+        self.sample_high_water();
         let c = &self.counters;
+        let state = |field| c.states.sum(field).max(0) as usize;
         PoolCounts {
             capacity: c.capacity.load(Ordering::Relaxed),
             max_capacity: self.max as usize,
             pages: self.page_count.load(Ordering::Relaxed),
-            free: c.free.load(Ordering::Relaxed),
-            owned: c.owned.load(Ordering::Relaxed),
-            submitted: c.submitted.load(Ordering::Relaxed),
+            free: state(FREE),
+            owned: state(OWNED),
+            submitted: state(SUBMITTED),
             high_water: c.high_water.load(Ordering::Relaxed),
             grows: c.grows.load(Ordering::Relaxed),
         }
