@@ -316,13 +316,12 @@ impl<B: Backend> EventList<B> {
     /// Hands the recorded events to the context's submission queue and the unused
     /// reservation back to the pool. The caller has checked context and open zones.
     pub(crate) fn submit(mut self) {
-        let ctx = Arc::clone(&self.ctx);
-        if let Some(spare) = self.spare.chain() {
-            ctx.pool.release_owned(spare);
-        }
+        let spare = std::mem::replace(&mut self.spare, Run::EMPTY);
         let used = std::mem::replace(&mut self.used, Run::EMPTY);
-        self.spare = Run::EMPTY;
-        ctx.enqueue(used.first, used.last, used.len, self.id);
+        if let Some(spare) = spare.chain() {
+            self.ctx.pool.release_owned(spare);
+        }
+        self.ctx.enqueue(used.first, used.last, used.len, self.id);
     }
 
     pub(crate) fn context(&self) -> &Arc<Inner<B>> {
