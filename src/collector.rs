@@ -137,8 +137,16 @@ impl<B: Backend> Collector<B> {
     pub(crate) fn run(&mut self, ctx: &Inner<B>, wait: bool) -> Result<CollectReport, Error> {
         ctx.queue.take_all(&ctx.pool, &mut self.taken);
         ctx.pool.sample_high_water();
-        self.waiting.extend(self.taken.drain(..));
         let mut first_error: Option<Error> = None;
+        let names = std::mem::take(&mut *crate::sync::lock(&ctx.lane_names));
+        for (lane, name) in names {
+            for sink in &mut self.sinks {
+                if let Err(e) = sink.name_lane(&self.info, lane, &name) {
+                    first_error.get_or_insert(e.into());
+                }
+            }
+        }
+        self.waiting.extend(self.taken.drain(..));
         if let Err(e) = self.refresh_anchor(ctx, wait) {
             first_error = Some(e);
         }

@@ -156,6 +156,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) counters: Counters,
     pub(crate) info: ContextInfo,
     collector: Mutex<Collector<B>>,
+    /// Lane names given by the user, not yet delivered to the sinks (the collector does).
+    pub(crate) lane_names: Mutex<Vec<(crate::backend::Lane, String)>>,
     /// Live `TracingContext` handles (lists do not count): the last one flushes.
     handles: AtomicUsize,
     next_list_id: AtomicU64,
@@ -313,6 +315,7 @@ impl<B: Backend> Builder<B> {
             },
             info,
             collector: Mutex::new(collector),
+            lane_names: Mutex::new(Vec::new()),
             handles: AtomicUsize::new(1),
             next_list_id: AtomicU64::new(1),
         };
@@ -344,6 +347,13 @@ impl<B: Backend> TracingContext<B> {
     /// The backend.
     pub fn backend(&self) -> &B {
         &self.inner.backend
+    }
+
+    /// Names `stream` for the sinks (a Tracy GPU lane, a Chrome track). The name reaches the
+    /// sinks with the next collect, before any zone collected after it.
+    pub fn name_stream(&self, stream: &B::Stream, name: impl Into<String>) {
+        let lane = crate::backend::Lane::Stream(self.inner.backend.stream_key(stream));
+        lock(&self.inner.lane_names).push((lane, name.into()));
     }
 
     /// A new, empty list for one command buffer. Takes no slot until its first zone.

@@ -80,6 +80,12 @@ pub trait Sink: Send {
         let _ = (context, calibration);
         Ok(())
     }
+    /// A user's name for a lane ([`TracingContext::name_stream`](crate::TracingContext::name_stream)),
+    /// delivered by the collector before any later batch, so a sink can label its track.
+    fn name_lane(&mut self, context: &ContextInfo, lane: Lane, name: &str) -> std::io::Result<()> {
+        let _ = (context, lane, name);
+        Ok(())
+    }
     /// The zones of one list. Batches arrive in submission order.
     fn zones(&mut self, context: &ContextInfo, batch: ZoneBatch<'_>) -> std::io::Result<()>;
     /// Makes everything written so far durable (called by `flush` and when the context ends).
