@@ -2,14 +2,16 @@
 //! sinks and statistics of one GPU timeline.
 
 use crate::backend::Backend;
-use crate::collector::{CollectReport, Collector};
-use crate::error::{ConfigError, Error, SubmitError};
-use crate::list::{EventList, MAX_SLOTS};
+use crate::collector::{read_phase, CollectReport, Collector, ReadOutcome};
+use crate::error::{CollectError, ConfigError, Error, SubmitError};
+use crate::lanes::{LaneSeq, LaneTable};
+use crate::list::{EventList, Run, MAX_SLOTS};
 use crate::location::Verbosity;
+use crate::pool::ListKind;
 use crate::pool::Pool;
 use crate::sink::{ContextInfo, Sink};
 use crate::submit::SubmissionQueue;
-use crate::sync::{lock, try_lock, Arc, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::tally::Tally;
 use std::time::Duration;
 
@@ -31,6 +33,10 @@ pub struct Config {
     /// Anchors closer than about 8 ms keep every timestamp exact to the nanosecond that
     /// `f32` milliseconds can carry. Default 5 ms.
     pub anchor_interval: Duration,
+    /// With `Some(period)`, the context runs its own collector thread, which calls
+    /// [`TracingContext::collect`] every `period` until the last handle is dropped. Default
+    /// `None`: the application calls `collect`.
+    pub collect_every: Option<Duration>,
 }
 
 impl Default for Config {
@@ -42,6 +48,7 @@ impl Default for Config {
             batch: 16,
             verbosity: Verbosity::Fine,
             anchor_interval: Duration::from_millis(5),
+            collect_every: None,
         }
     }
 }
@@ -83,6 +90,8 @@ pub(crate) struct Counters {
     pub(crate) lists_collected: AtomicUsize,
     pub(crate) lists_failed: AtomicUsize,
     pub(crate) zones_emitted: AtomicUsize,
+    pub(crate) lists_shifted: AtomicUsize,
+    pub(crate) sink_failures: AtomicUsize,
 }
 
 const LISTS_SUBMITTED: usize = 0;
@@ -127,6 +136,13 @@ pub struct Stats {
     pub events_submitted: usize,
     /// Zones delivered to the sinks.
     pub zones_emitted: usize,
+    /// Lists moved later on their lane by the order guard because rounding would have made
+    /// them overlap the list before (only possible when anchors were more than 16.7 ms apart:
+    /// docs/design.md, section 7). 0 when the context is collected at least every
+    /// `anchor_interval`.
+    pub lists_shifted: usize,
+    /// Batches that a sink failed to take (an error or a caught panic).
+    pub sink_failures: usize,
 }
 
 impl Stats {
@@ -153,9 +169,20 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) config: Config,
     pub(crate) pool: Pool<B::Event>,
     pub(crate) queue: SubmissionQueue,
+    /// Lists a collector found incomplete, and lists whose times were read (collector.rs).
+    pub(crate) retry: SubmissionQueue,
+    pub(crate) read: SubmissionQueue,
+    /// Each list's place in its home lane's order (lanes.rs).
+    pub(crate) lanes: LaneTable,
     pub(crate) counters: Counters,
     pub(crate) info: ContextInfo,
+    /// The emitting collector's state: one emitter at a time.
     collector: Mutex<Collector<B>>,
+    /// Collectors in their read phase now, and whether a flush keeps new ones out.
+    readers: AtomicUsize,
+    flushing: AtomicBool,
+    /// The context's own collector thread (`Config::collect_every`).
+    background: std::sync::Mutex<Option<Background>>,
     /// Lane names given by the user, not yet delivered to the sinks (the collector does).
     pub(crate) lane_names: Mutex<Vec<(crate::backend::Lane, String)>>,
     /// Live `TracingContext` handles (lists do not count): the last one flushes.
@@ -172,24 +199,120 @@ impl<B: Backend> Inner<B> {
         self.counters.recorded.add(LISTS_DISCARDED, 1);
     }
 
-    /// Owned -> Submitted: puts a list's events on the submission queue.
-    pub(crate) fn enqueue(&self, first: u32, last: u32, len: u32, list_id: u64) {
-        self.counters.recorded.add(LISTS_SUBMITTED, 1);
-        if len == 0 {
+    /// Owned -> Submitted: puts a list's events on the submission queue. A void list (one
+    /// slot holding the place of a list dropped unsubmitted) is not counted as submitted.
+    pub(crate) fn enqueue(&self, used: Run, list_id: u64, home: Option<LaneSeq>, kind: ListKind) {
+        let void = kind == ListKind::Void;
+        if !void {
+            self.counters.recorded.add(LISTS_SUBMITTED, 1);
+        }
+        let Some(home) = home.filter(|_| used.len > 0) else {
             self.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
             return;
-        }
+        };
         // Safety: the list's slots are still Owned by the submitting thread until the push
         // below publishes them to the collector.
-        self.pool.slot(first).record.with_mut(|r| unsafe {
-            (*r).list_last = last;
-            (*r).list_len = len;
+        self.pool.slot(used.first).record.with_mut(|r| unsafe {
+            (*r).list_last = used.last;
+            (*r).list_len = used.len;
             (*r).list_id = list_id;
+            (*r).list_seq = home;
+            (*r).list_kind = kind;
         });
-        self.pool.mark_submitted(len);
-        self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(len));
-        self.queue.push(&self.pool, first);
+        self.pool.mark_submitted(used.len);
+        if !void {
+            self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
+        }
+        self.queue.push(&self.pool, used.first);
     }
+
+    /// `TracingContext::collect`.
+    fn collect(&self) -> Result<Collected, CollectError> {
+        let inner = self;
+        let outcome = inner.read(false);
+        let mut report =
+            CollectReport { read_lists: outcome.read, errors: outcome.errors, ..Default::default() };
+        let mut error = outcome.error;
+        let emitted = match try_lock(&inner.collector) {
+            Some(mut collector) => {
+                if let Some(e) = collector.emit_phase(inner, false, false, &mut report) {
+                    error.get_or_insert(e);
+                }
+                report.pending_lists = collector.waiting_lists() + outcome.retried;
+                true
+            }
+            None => false,
+        };
+        match error {
+            Some(error) => Err(CollectError { error, report }),
+            None if emitted => Ok(Collected::Done(report)),
+            None => Ok(Collected::Busy),
+        }
+    }
+
+    /// Phase 1 of a collect, unless a flush is running (then nothing: the flush reads).
+    fn read(&self, wait: bool) -> ReadOutcome {
+        // SeqCst (with `flushing`): either this reader sees the flush's flag, or the flush
+        // sees this reader's count and waits for it.
+        self.readers.fetch_add(1, Ordering::SeqCst);
+        let outcome = if self.flushing.load(Ordering::SeqCst) {
+            ReadOutcome::default()
+        } else {
+            read_phase(self, wait)
+        };
+        // Release: the lists this reader pushed are visible to a flush that sees the count.
+        self.readers.fetch_sub(1, Ordering::Release);
+        outcome
+    }
+
+    /// Waits for everything submitted so far and collects it all; `force` also emits lists
+    /// whose earlier lane neighbour never came (only when no list can come any more).
+    fn flush(&self, collector: &mut Collector<B>, force: bool) -> (CollectReport, Option<Error>) {
+        let mut report = CollectReport::default();
+        let mut error = None;
+        // SeqCst: see `read`.
+        self.flushing.store(true, Ordering::SeqCst);
+        // Acquire: pairs with the readers' Release decrement: their lists are on the queues.
+        while self.readers.load(Ordering::SeqCst) != 0 {
+            spin_wait();
+        }
+        loop {
+            let outcome = read_phase(self, true);
+            report.read_lists += outcome.read;
+            report.errors += outcome.errors;
+            if let Some(e) = outcome.error {
+                error.get_or_insert(e);
+            }
+            if let Some(e) = collector.emit_phase(self, true, force, &mut report) {
+                error.get_or_insert(e);
+            }
+            if !outcome.took {
+                break;
+            }
+        }
+        self.flushing.store(false, Ordering::SeqCst);
+        report.pending_lists = collector.waiting_lists();
+        if let Some(e) = collector.flush_sinks() {
+            report.errors += 1;
+            error.get_or_insert(e);
+        }
+        (report, error)
+    }
+}
+
+impl<B: Backend> Drop for Inner<B> {
+    /// The very end (no handle and no list left): lists submitted after the last handle went,
+    /// and lists held back for a neighbour that will never come now, are emitted.
+    fn drop(&mut self) {
+        let mut collector = lock(&self.collector);
+        let _ = self.flush(&mut collector, true);
+    }
+}
+
+/// The context's own collector thread, and how to stop it.
+struct Background {
+    stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 /// A GPU tracing context: hands out [`EventList`]s to recording threads, takes them back
@@ -242,6 +365,12 @@ impl<B: Backend> Drop for TracingContext<B> {
     fn drop(&mut self) {
         // AcqRel: the last handle sees every other handle's submissions before flushing.
         if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let background = crate::sync::lock_std(&self.inner.background).take();
+            if let Some(Background { stop, thread }) = background {
+                *crate::sync::lock_std(&stop.0) = true;
+                stop.1.notify_all();
+                let _ = thread.join();
+            }
             // Nobody is left to report a failure to: it is counted in the stats.
             let _ = self.flush();
         }
@@ -288,6 +417,19 @@ impl<B: Backend> Builder<B> {
         self.config.batch = batch;
         self
     }
+    /// Sets how often the collector takes a new time anchor (default 5 ms; docs/design.md,
+    /// section 7: anchors under 16.7 ms apart keep every time exact).
+    pub fn anchor_interval(mut self, interval: Duration) -> Self {
+        self.config.anchor_interval = interval;
+        self
+    }
+    /// Runs a collector thread owned by the context, calling `collect` every `period` until
+    /// the last handle is dropped (which then stops it and flushes). Keeps anchors fresh
+    /// and the pool drained without a loop in the application.
+    pub fn collect_every(mut self, period: Duration) -> Self {
+        self.config.collect_every = Some(period);
+        self
+    }
     /// Adds a sink.
     pub fn sink(mut self, sink: impl Sink + 'static) -> Self {
         self.sinks.push(Box::new(sink));
@@ -306,20 +448,32 @@ impl<B: Backend> Builder<B> {
             config,
             pool,
             queue: SubmissionQueue::new(),
+            retry: SubmissionQueue::new(),
+            read: SubmissionQueue::new(),
+            lanes: LaneTable::new(),
             counters: Counters {
                 recorded: Tally::new(),
                 dropped_zones: AtomicUsize::new(0),
                 lists_collected: AtomicUsize::new(0),
                 lists_failed: AtomicUsize::new(0),
                 zones_emitted: AtomicUsize::new(0),
+                lists_shifted: AtomicUsize::new(0),
+                sink_failures: AtomicUsize::new(0),
             },
             info,
             collector: Mutex::new(collector),
+            readers: AtomicUsize::new(0),
+            flushing: AtomicBool::new(false),
+            background: std::sync::Mutex::new(None),
             lane_names: Mutex::new(Vec::new()),
             handles: AtomicUsize::new(1),
             next_list_id: AtomicU64::new(1),
         };
-        Ok(TracingContext { inner: Arc::new(inner) })
+        let ctx = TracingContext { inner: Arc::new(inner) };
+        if let Some(period) = ctx.inner.config.collect_every {
+            ctx.start_background(period)?;
+        }
+        Ok(ctx)
     }
 }
 
@@ -378,28 +532,58 @@ impl<B: Backend> TracingContext<B> {
         Ok(())
     }
 
-    /// Collects every submitted list whose events have all completed, in submission order,
-    /// and stops at the first that has not (it and later lists wait for the next call).
-    /// Never blocks: if another thread is collecting, returns [`Collected::Busy`] at once.
+    /// Collects every submitted list whose events have all completed. Never blocks, neither
+    /// on the GPU nor on another collector.
     ///
-    /// On a backend error the failing list's zones are dropped and counted, its slots are
-    /// released, the lists after it are still collected, and the first error is returned.
-    pub fn collect(&self) -> Result<Collected, Error> {
-        match try_lock(&self.inner.collector) {
-            Some(mut collector) => collector.run(&self.inner, false).map(Collected::Done),
-            None => Ok(Collected::Busy),
-        }
+    /// Zones of one lane (stream) reach the sinks in that lane's GPU order (the order its
+    /// lists began recording on it), whatever order the lists were submitted in; a lane whose
+    /// work is done is collected even while another lane waits for the GPU.
+    ///
+    /// Any number of threads may call it at once: each reads the times of different lists
+    /// (the driver calls overlap), and one of them hands the zones to the sinks; the others
+    /// return [`Collected::Busy`] once their reading is done, and the lists they read are
+    /// emitted by the current or the next call.
+    ///
+    /// On a failure the failing list's zones are dropped and counted, its slots released,
+    /// the other lists still collected, and the error carries what the call did.
+    pub fn collect(&self) -> Result<Collected, CollectError> {
+        self.inner.collect()
     }
 
     /// Waits for every list submitted before this call to complete, collects them all, and
-    /// flushes the sinks. Waits for a concurrent collector to finish first.
-    pub fn flush(&self) -> Result<CollectReport, Error> {
+    /// flushes the sinks. Waits for a concurrent collector to finish first. A list whose
+    /// lane has an earlier list still being recorded (not submitted) stays pending, in order,
+    /// and is counted in `pending_lists`.
+    pub fn flush(&self) -> Result<CollectReport, CollectError> {
         let mut collector = lock(&self.inner.collector);
-        let report = collector.run(&self.inner, true);
-        let flushed = collector.flush_sinks();
-        let report = report?;
-        flushed?;
-        Ok(report)
+        match self.inner.flush(&mut collector, false) {
+            (report, None) => Ok(report),
+            (report, Some(error)) => Err(CollectError { error, report }),
+        }
+    }
+
+    /// Starts the context's own collector thread.
+    fn start_background(&self, period: Duration) -> Result<(), Error> {
+        let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let inner = Arc::clone(&self.inner);
+        let signal = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name(format!("{} collector", self.inner.config.name))
+            .spawn(move || {
+                let (stopped, wake) = &*signal;
+                let mut stopped_now = crate::sync::lock_std(stopped);
+                while !*stopped_now {
+                    // Failures are counted in the stats; the thread goes on.
+                    let _ = inner.collect();
+                    stopped_now = match wake.wait_timeout(stopped_now, period) {
+                        Ok((guard, _)) => guard,
+                        Err(poisoned) => poisoned.into_inner().0,
+                    };
+                }
+            })
+            .map_err(|e| Error::Sink(std::io::Error::new(e.kind(), format!("collector thread: {e}"))))?;
+        *crate::sync::lock_std(&self.inner.background) = Some(Background { stop, thread });
+        Ok(())
     }
 
     /// A snapshot of the statistics.
@@ -425,6 +609,8 @@ impl<B: Backend> TracingContext<B> {
             lists_discarded: recorded(LISTS_DISCARDED),
             events_submitted: recorded(EVENTS_SUBMITTED),
             zones_emitted: get(&c.zones_emitted),
+            lists_shifted: get(&c.lists_shifted),
+            sink_failures: get(&c.sink_failures),
         }
     }
 

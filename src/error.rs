@@ -132,4 +132,21 @@ pub enum Error {
     /// A sink failed to write.
     #[error("sink failed: {0}")]
     Sink(#[from] std::io::Error),
+    /// A sink panicked. The panic was caught: the list's slots were released, the other sinks
+    /// still got the batch, and later lists are still collected.
+    #[error("sink panicked: {0}")]
+    SinkPanicked(String),
+}
+
+/// A `collect` or `flush` that met a failure. It still did all it could: `report` says
+/// what it collected, and `error` is the first failure (`report.errors` counts them all).
+/// A failing list's zones are dropped and counted, its slots released; other lists go on.
+#[derive(Debug, thiserror::Error)]
+#[error("{error} ({} list(s) collected, {} failure(s) in this call)", report.lists, report.errors)]
+pub struct CollectError {
+    /// The first failure.
+    #[source]
+    pub error: Error,
+    /// What the call collected all the same.
+    pub report: crate::collector::CollectReport,
 }

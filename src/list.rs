@@ -18,8 +18,9 @@ use crate::backend::{Backend, Lane};
 use crate::context::Inner;
 use crate::error::RecordError;
 use crate::freelist::{Chain, NIL};
+use crate::lanes::LaneSeq;
 use crate::location::Location;
-use crate::pool::{AcquireError, EventRecord};
+use crate::pool::{AcquireError, EventRecord, ListKind};
 use crate::sync::consts::MAX_DEPTH;
 use crate::sync::{Arc, Ordering};
 
@@ -33,10 +34,10 @@ pub(crate) const MAX_SLOTS: u32 = NIL - 2;
 
 /// A run of slots owned by the list, linked first to last (empty when `len == 0`).
 #[derive(Debug, Clone, Copy)]
-struct Run {
-    first: u32,
-    last: u32,
-    len: u32,
+pub(crate) struct Run {
+    pub(crate) first: u32,
+    pub(crate) last: u32,
+    pub(crate) len: u32,
 }
 
 impl Run {
@@ -76,6 +77,9 @@ pub struct EventList<B: Backend> {
     depth: usize,
     /// Zones opened beyond `MAX_DEPTH` (all dropped), closed before anything on the stack.
     overflow: usize,
+    /// The list's place in the order of its home lane (the lane of its first event), taken
+    /// right after that event was recorded.
+    home: Option<LaneSeq>,
 }
 
 impl<B: Backend> std::fmt::Debug for EventList<B> {
@@ -91,7 +95,16 @@ impl<B: Backend> std::fmt::Debug for EventList<B> {
 
 impl<B: Backend> EventList<B> {
     pub(crate) fn new(ctx: Arc<Inner<B>>, id: u64) -> Self {
-        Self { ctx, id, used: Run::EMPTY, spare: Run::EMPTY, stack: [NIL; MAX_DEPTH], depth: 0, overflow: 0 }
+        Self {
+            ctx,
+            id,
+            used: Run::EMPTY,
+            spare: Run::EMPTY,
+            stack: [NIL; MAX_DEPTH],
+            depth: 0,
+            overflow: 0,
+            home: None,
+        }
     }
 
     /// The list's id, unique within its context (sinks see it on every zone batch).
@@ -269,6 +282,7 @@ impl<B: Backend> EventList<B> {
             .with_mut(|r| unsafe { *r = EventRecord { lane, ends, begins, ..EventRecord::default() } });
         if self.used.len == 0 {
             self.used.first = index;
+            self.home = Some(self.ctx.lanes.next(lane));
         } else {
             // Relaxed: the list's links are published by the Release CAS of submit or release.
             pool.slot(self.used.last).link.store(index, Ordering::Relaxed);
@@ -321,7 +335,7 @@ impl<B: Backend> EventList<B> {
         if let Some(spare) = spare.chain() {
             self.ctx.pool.release_owned(spare);
         }
-        self.ctx.enqueue(used.first, used.last, used.len, self.id);
+        self.ctx.enqueue(used, self.id, self.home, ListKind::Submitted);
     }
 
     pub(crate) fn context(&self) -> &Arc<Inner<B>> {
@@ -339,7 +353,16 @@ impl<B: Backend> Drop for EventList<B> {
             slot.record.with_mut(|r| unsafe { *r = EventRecord::default() });
             index = slot.link.load(Ordering::Relaxed);
         }
-        let chain = match (self.used.chain(), self.spare.chain()) {
+        // A list that took a place in its lane's order keeps its first slot to hand that
+        // place to the collector (a void list); every other slot goes back at once.
+        let mut rest = self.used;
+        let place = self.home.filter(|_| rest.len > 0).map(|home| {
+            let first = rest.first;
+            rest.len -= 1;
+            rest.first = pool.slot(first).link.load(Ordering::Relaxed);
+            (first, home)
+        });
+        let chain = match (rest.chain(), self.spare.chain()) {
             (Some(used), Some(spare)) => {
                 pool.slot(used.last).link.store(spare.first, Ordering::Relaxed);
                 Some(Chain { first: used.first, last: spare.last, len: used.len + spare.len })
@@ -351,6 +374,10 @@ impl<B: Backend> Drop for EventList<B> {
         }
         if self.used.len > 0 {
             self.ctx.count_discarded();
+        }
+        if let Some((first, home)) = place {
+            let void = Run { first, last: first, len: 1 };
+            self.ctx.enqueue(void, self.id, Some(home), ListKind::Void);
         }
     }
 }

@@ -19,6 +19,7 @@
 use crate::backend::Lane;
 use crate::error::BackendError;
 use crate::freelist::{Chain, FreeList, Links, NIL};
+use crate::lanes::LaneSeq;
 use crate::location::Location;
 use crate::submit::SubmissionLinks;
 use crate::sync::consts::MAX_PAGES;
@@ -37,10 +38,30 @@ pub(crate) struct EventRecord {
     pub(crate) begins: Option<Location>,
     /// The zone begun here was never ended (its end could not be recorded): skip it.
     pub(crate) begin_dropped: bool,
-    /// On a submitted list's first slot only: the list's last slot, length and id.
+    /// Written by the collector that reads the list: this event's time, in nanoseconds after
+    /// the list's first event.
+    pub(crate) since_first_ns: i64,
+    /// On a submitted list's first slot only: the list's last slot, length, id, its place in
+    /// its home lane's order, and what the collector found.
     pub(crate) list_last: u32,
     pub(crate) list_len: u32,
     pub(crate) list_id: u64,
+    pub(crate) list_seq: LaneSeq,
+    pub(crate) list_kind: ListKind,
+}
+
+/// What a list on the collector's queues is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListKind {
+    /// Submitted; its times are not read yet.
+    Submitted,
+    /// Its times are read (`since_first_ns` of every event).
+    Read,
+    /// Its times could not be read: its zones are dropped.
+    Failed,
+    /// A list dropped unsubmitted after it took a place in its lane's order: one slot that
+    /// only holds the place, so that later lists of the lane are not kept waiting.
+    Void,
 }
 
 impl Default for EventRecord {
@@ -50,9 +71,12 @@ impl Default for EventRecord {
             ends: false,
             begins: None,
             begin_dropped: false,
+            since_first_ns: 0,
             list_last: NIL,
             list_len: 0,
             list_id: 0,
+            list_seq: LaneSeq { entry: 0, seq: 0 },
+            list_kind: ListKind::Submitted,
         }
     }
 }

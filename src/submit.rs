@@ -1,5 +1,8 @@
-//! The submission queue: many producers (threads submitting lists), one consumer (the
-//! collector). A Treiber-style push of each list's first slot, and a take-all swap.
+//! The submission queue: many producers (threads submitting lists), consumers that take
+//! everything at once (collectors). A Treiber-style push of each list's first slot, and a
+//! take-all swap. The collector uses the same structure twice more, for lists it found
+//! incomplete (`retry`) and for lists whose times were read (`read`): a list is on at most
+//! one of the three at a time, so they share the `next_submitted` link.
 //!
 //! ```text
 //!  head ──> list C ──> list B ──> list A ──> NIL     (newest first, linked through
@@ -33,14 +36,20 @@ impl SubmissionQueue {
     }
 
     /// Pushes the list whose first slot is `first`. Everything the producer wrote to the
-    /// list's slots before this call is visible to the collector that takes it.
+    /// list's slots before this call is visible to the consumer that takes it.
     pub(crate) fn push(&self, links: &impl SubmissionLinks, first: u32) {
+        self.push_chain(links, first, first);
+    }
+
+    /// Pushes several lists at once (one CAS): `first` is linked through `next_submitted` to
+    /// `last`, newest first, as `take_all` expects.
+    pub(crate) fn push_chain(&self, links: &impl SubmissionLinks, first: u32, last: u32) {
         // Relaxed: the value is only stored into our own slot's link.
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
             // Relaxed: published by the Release CAS below.
-            links.next_submitted(first).store(head, Ordering::Relaxed);
-            // Release: the list's slots (links, records) happen-before the collector's
+            links.next_submitted(last).store(head, Ordering::Relaxed);
+            // Release: the lists' slots (links, records) happen-before the consumer's
             // Acquire swap that takes them.
             match self.head.compare_exchange_weak(head, first, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return,

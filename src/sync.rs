@@ -74,6 +74,15 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// Locks a `std` mutex (one that loom never models: the collector thread's stop flag),
+/// ignoring poisoning as [`lock`] does.
+pub(crate) fn lock_std<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
 /// Tries to lock a mutex without waiting; `None` when another thread holds it.
 pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     // loom's `Mutex::try_lock` returns std's `TryLockResult` too.

@@ -12,7 +12,8 @@ use gpu_event_pool::backend::cuda::{
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
 use gpu_event_pool::{
-    location, Backend, Collected, Config, DynamicLocation, Error, Lane, RecordError, TracingContext,
+    location, Backend, CollectError, Collected, Config, DynamicLocation, Error, Lane, RecordError,
+    TracingContext,
 };
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -311,7 +312,7 @@ fn a_graph_list_collected_before_its_launch_fails_alone() {
     one_zone("after");
 
     match ctx.flush() {
-        Err(Error::Backend(e)) => assert_eq!(e.code, GRAPH_NOT_LAUNCHED, "{e}"),
+        Err(CollectError { error: Error::Backend(e), .. }) => assert_eq!(e.code, GRAPH_NOT_LAUNCHED, "{e}"),
         other => panic!("expected GRAPH_NOT_LAUNCHED, got {other:?}"),
     }
     let names: Vec<String> = sink.zones().iter().map(|z| z.location.name().to_owned()).collect();

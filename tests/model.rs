@@ -1,5 +1,10 @@
 //! Property test: random sequences of recording, submission, dropping and collection on the
 //! simulated GPU, checked against a simple sequential model of what must be emitted.
+//!
+//! Every list records on one stream, several at once, so the model also pins the collector's
+//! order: lists of a lane are emitted in the order they began recording there (their first
+//! event), whatever order they are submitted or dropped in; a list waits for every earlier
+//! list of its lane that is still being recorded or still running on the GPU.
 
 use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::memory::MemorySink;
@@ -43,6 +48,8 @@ struct ModelList {
     open: Vec<Option<usize>>,
     zones: Vec<ExpectedZone>,
     last_stamp: i64,
+    /// Its place on the stream: taken with its first recorded event.
+    place: Option<u64>,
 }
 
 struct Model {
@@ -50,8 +57,12 @@ struct Model {
     busy: i64,
     verbosity: Verbosity,
     lists: Vec<Option<(EventList<SimBackend>, ModelList)>>,
-    /// Submitted, not yet emitted: (completion stamp, zones).
-    queue: std::collections::VecDeque<(i64, Vec<ExpectedZone>)>,
+    /// Places handed out so far.
+    places: u64,
+    /// By place, lists submitted (completion stamp, zones) or dropped (None), not yet emitted.
+    resolved: std::collections::BTreeMap<u64, Option<(i64, Vec<ExpectedZone>)>>,
+    /// The place whose list is emitted next.
+    next_place: u64,
     emitted: Vec<ExpectedZone>,
 }
 
@@ -87,17 +98,25 @@ impl Model {
         }
         if recorded {
             model.last_stamp = stamp;
+            if model.place.is_none() {
+                model.place = Some(self.places);
+                self.places += 1;
+            }
         }
         Ok(())
     }
 
     fn collect(&mut self, all: bool) {
-        while let Some((done, _)) = self.queue.front() {
-            if !all && *done > self.now {
-                break;
+        while let Some(list) = self.resolved.get(&self.next_place) {
+            if let Some((done, _)) = list {
+                if !all && *done > self.now {
+                    break;
+                }
             }
-            let (_, zones) = self.queue.pop_front().unwrap();
-            self.emitted.extend(zones);
+            if let Some((_, zones)) = self.resolved.remove(&self.next_place).unwrap() {
+                self.emitted.extend(zones);
+            }
+            self.next_place += 1;
         }
     }
 }
@@ -127,7 +146,9 @@ fn run(ops: Vec<Op>, coarse: bool) -> Result<(), TestCaseError> {
         busy: 0,
         verbosity,
         lists: Vec::new(),
-        queue: Default::default(),
+        places: 0,
+        resolved: Default::default(),
+        next_place: 0,
         emitted: Vec::new(),
     };
     for op in ops {
@@ -166,7 +187,9 @@ fn run(ops: Vec<Op>, coarse: bool) -> Result<(), TestCaseError> {
                             let id = real.id();
                             ctx.submit(real).map_err(|e| TestCaseError::fail(e.to_string()))?;
                             let zones = model.zones.into_iter().map(|z| (id, z.1, z.2, z.3, z.4)).collect();
-                            m.queue.push_back((model.last_stamp, zones));
+                            if let Some(place) = model.place {
+                                m.resolved.insert(place, Some((model.last_stamp, zones)));
+                            }
                         } else {
                             let err = ctx.submit(real).unwrap_err();
                             *slot = Some((err.into_list(), model));
@@ -175,8 +198,10 @@ fn run(ops: Vec<Op>, coarse: bool) -> Result<(), TestCaseError> {
                 }
             }
             Op::Drop { list } => {
-                if let Some(slot) = m.lists.get_mut(list) {
-                    slot.take();
+                if let Some(Some((_, model))) = m.lists.get_mut(list).map(Option::take) {
+                    if let Some(place) = model.place {
+                        m.resolved.insert(place, None);
+                    }
                 }
             }
             Op::Collect => {
@@ -188,7 +213,11 @@ fn run(ops: Vec<Op>, coarse: bool) -> Result<(), TestCaseError> {
         prop_assert_eq!(stats.unaccounted(), 0);
         prop_assert_eq!(ctx.free_slots_walked(), stats.free);
     }
-    m.lists.clear();
+    for (_, model) in m.lists.drain(..).flatten() {
+        if let Some(place) = model.place {
+            m.resolved.insert(place, None);
+        }
+    }
     ctx.flush().unwrap();
     m.collect(true);
     let got: Vec<ExpectedZone> = sink

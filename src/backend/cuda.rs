@@ -9,9 +9,15 @@
 //! | `create_event`         | `cuEventCreate(CU_EVENT_DEFAULT)`: timing on             |
 //! | `record`               | `cuEventRecord` on the stream                            |
 //! | `add_graph_record_node`| `cuGraphAddEventRecordNode` after the dependencies       |
-//! | `is_complete`          | `cuEventQuery`; `CUDA_ERROR_NOT_READY` is `false`        |
-//! | `wait`                 | `cuEventSynchronize`                                     |
+//! | `is_complete`          | `cuEventElapsedTime(e, e)`; `CUDA_ERROR_NOT_READY` is `false` |
+//! | `wait`                 | `cuEventElapsedTime(e, e)` polled, sleeping between tries |
 //! | `elapsed_ms`           | `cuEventElapsedTime`; `CUDA_ERROR_NOT_READY` is `None`   |
+//!
+//! The backend never calls `cuEventQuery` or `cuEventSynchronize`: while another thread
+//! holds a global-mode stream capture (PyTorch's default), `cuEventQuery` fails with
+//! `CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED` *and invalidates that thread's capture*, whereas
+//! `cuEventElapsedTime` and `cuEventRecord` succeed (measured on an H200, driver 580). So a
+//! collector (and `flush`) may run beside an application that captures graphs.
 //! | `host_now_ns`          | `std::time::Instant` since the backend was made          |
 //!
 //! `elapsed_ms` never blocks: it calls `cuEventElapsedTime` directly, not `cudarc`'s
@@ -330,21 +336,19 @@ impl Backend for CudaBackend {
     }
 
     fn is_complete(&self, event: &TimingEvent) -> Result<bool, BackendError> {
-        event.check_launched("cuEventQuery")?;
-        self.bind()?;
-        // Safety: the event is live (owned by the pool).
-        match unsafe { sys::cuEventQuery(event.raw) } {
-            sys::CUresult::CUDA_SUCCESS => Ok(true),
-            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            other => Err(error("cuEventQuery", other)),
-        }
+        // An event against itself: 0 ms once complete, NOT_READY before; capture-safe where
+        // `cuEventQuery` is not (module docs).
+        Ok(self.elapsed_ms(event, event)?.is_some())
     }
 
     fn wait(&self, event: &TimingEvent) -> Result<(), BackendError> {
-        event.check_launched("cuEventSynchronize")?;
-        self.bind()?;
-        // Safety: the event is live (owned by the pool).
-        check("cuEventSynchronize", unsafe { sys::cuEventSynchronize(event.raw) })
+        // Polled rather than `cuEventSynchronize`, for the same reason as `is_complete`.
+        let mut pause = std::time::Duration::from_micros(10);
+        while !self.is_complete(event)? {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(1));
+        }
+        Ok(())
     }
 
     fn elapsed_ms(&self, start: &TimingEvent, end: &TimingEvent) -> Result<Option<f32>, BackendError> {
