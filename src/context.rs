@@ -233,16 +233,25 @@ impl<B: Backend> Inner<B> {
         let mut report =
             CollectReport { read_lists: outcome.read, errors: outcome.errors, ..Default::default() };
         let mut error = outcome.error;
-        let emitted = match try_lock(&inner.collector) {
-            Some(mut collector) => {
-                if let Some(e) = collector.emit_phase(inner, false, false, &mut report) {
-                    error.get_or_insert(e);
-                }
-                report.pending_lists = collector.waiting_lists() + outcome.retried;
-                true
+        let mut emitted = false;
+        // Lists read by a caller that found the emitter busy are emitted by the emitter: after
+        // unlocking, it looks at the read queue once more. SeqCst fences on both sides (a
+        // reader's push then try_lock; the emitter's unlock then look) make sure one of the
+        // two sees the other, so no read list is left behind until the next collect.
+        loop {
+            crate::sync::fence_seq_cst();
+            let Some(mut collector) = try_lock(&inner.collector) else { break };
+            if let Some(e) = collector.emit_phase(inner, false, false, &mut report) {
+                error.get_or_insert(e);
             }
-            None => false,
-        };
+            report.pending_lists = collector.waiting_lists() + outcome.retried;
+            emitted = true;
+            drop(collector);
+            crate::sync::fence_seq_cst();
+            if inner.read.is_empty() {
+                break;
+            }
+        }
         match error {
             Some(error) => Err(CollectError { error, report }),
             None if emitted => Ok(Collected::Done(report)),
@@ -305,7 +314,10 @@ impl<B: Backend> Drop for Inner<B> {
     /// and lists held back for a neighbour that will never come now, are emitted.
     fn drop(&mut self) {
         let mut collector = lock(&self.collector);
-        let _ = self.flush(&mut collector, true);
+        let left = !self.queue.is_empty() || !self.retry.is_empty() || !self.read.is_empty();
+        if left || collector.waiting_lists() > 0 {
+            let _ = self.flush(&mut collector, true);
+        }
     }
 }
 

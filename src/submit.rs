@@ -72,7 +72,6 @@ impl SubmissionQueue {
     }
 
     /// Whether nothing is waiting (a hint: another thread may push at any moment).
-    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.head.load(Ordering::Relaxed) == NIL
     }

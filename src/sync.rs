@@ -16,6 +16,15 @@ pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 pub(crate) use std::sync::atomic::Ordering;
 
+/// A sequentially consistent fence (loom's under loom).
+#[inline]
+pub(crate) fn fence_seq_cst() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+    #[cfg(not(loom))]
+    std::sync::atomic::fence(Ordering::SeqCst);
+}
+
 /// Tells the scheduler this thread is waiting for another. Loom needs an explicit yield in
 /// every spin loop or it explores the spinning thread forever.
 #[inline]

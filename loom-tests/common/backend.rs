@@ -18,10 +18,12 @@ use std::cell::Cell;
 const TICK_MS: f32 = 1e-3;
 
 /// A GPU for loom: events complete once recorded, timed by their stream's ticks.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LoomBackend {
     /// Events alive now (test bookkeeping, read only after every thread has joined).
     live_events: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Time reads left to fail (a loom atomic: collectors on several threads read it).
+    failing_reads: loom::sync::Arc<loom::sync::atomic::AtomicUsize>,
 }
 
 /// A stream: one recording thread's queue, counting the events recorded on it.
@@ -51,7 +53,21 @@ impl Drop for LoomEvent {
     }
 }
 
+impl Default for LoomBackend {
+    fn default() -> Self {
+        Self {
+            live_events: Default::default(),
+            failing_reads: loom::sync::Arc::new(loom::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+}
+
 impl LoomBackend {
+    /// The next `n` time reads fail.
+    pub fn fail_elapsed(&self, n: usize) {
+        self.failing_reads.store(n, Ordering::Relaxed);
+    }
+
     /// Events created and not yet destroyed.
     pub fn live_events(&self) -> usize {
         self.live_events.load(std::sync::atomic::Ordering::Relaxed)
@@ -113,6 +129,11 @@ impl Backend for LoomBackend {
     }
 
     fn elapsed_ms(&self, start: &LoomEvent, end: &LoomEvent) -> Result<Option<f32>, BackendError> {
+        let failing =
+            self.failing_reads.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(BackendError::new("loom::elapsed_ms", "injected failure"));
+        }
         Ok(Self::stamp(start).zip(Self::stamp(end)).map(|(a, b)| (b as f32 - a as f32) * TICK_MS))
     }
 
