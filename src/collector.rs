@@ -124,10 +124,17 @@ pub(crate) struct ReadOutcome {
     pub(crate) took: bool,
 }
 
+/// Lanes whose head list was found incomplete before that one contended read phase probes
+/// again; the others go back to the retry queue unread, for the next caller (a rotating
+/// start spreads the probes over the lanes). With many threads collecting at once, each
+/// would otherwise spend one driver read per lane whose GPU work is still queued.
+const CONTENDED_REPROBES: usize = 2;
+
 /// Phase 1: takes every submitted and retried list and reads the times of the completed ones
 /// (with `wait`, waits for each instead). Any number of threads may run it at once: each
-/// takes different lists.
-pub(crate) fn read_phase<B: Backend>(ctx: &Inner<B>, wait: bool) -> ReadOutcome {
+/// takes different lists. `contended`: other collectors are reading too, so this one probes
+/// at most [`CONTENDED_REPROBES`] lanes found incomplete before (new lists are always read).
+pub(crate) fn read_phase<B: Backend>(ctx: &Inner<B>, wait: bool, contended: bool) -> ReadOutcome {
     let mut outcome = ReadOutcome::default();
     let mut taken = Vec::new();
     ctx.queue.take_all(&ctx.pool, &mut taken);
@@ -148,17 +155,36 @@ pub(crate) fn read_phase<B: Backend>(ctx: &Inner<B>, wait: bool) -> ReadOutcome 
         })
         .collect();
     keyed.sort_unstable();
+    if contended {
+        // Relaxed: only spreads the probes; any value is correct.
+        let start = ctx.probe_cursor.fetch_add(1, Ordering::Relaxed) % crate::lanes::ENTRIES as u32;
+        let split = keyed.partition_point(|&(entry, _, _)| entry < start);
+        keyed.rotate_left(split);
+    }
     let (mut read, mut retry) = (ListChain::default(), ListChain::default());
     let mut blocked = None;
+    let mut reprobes = if contended && !wait { CONTENDED_REPROBES } else { usize::MAX };
     let mut slots = Vec::new();
     for (entry, _, first) in keyed {
         if blocked == Some(entry) {
             retry.add(&ctx.pool, first);
             continue;
         }
+        // Safety: as above, this thread owns the taken list.
+        let probed = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_probed });
+        if probed {
+            if reprobes == 0 {
+                blocked = Some(entry);
+                retry.add(&ctx.pool, first);
+                continue;
+            }
+            reprobes -= 1;
+        }
         match read_list(ctx, first, wait, &mut slots) {
             Ok(true) => read.add(&ctx.pool, first),
             Ok(false) => {
+                // Safety: as above.
+                ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_probed = true });
                 blocked = Some(entry);
                 retry.add(&ctx.pool, first);
             }

@@ -11,7 +11,9 @@ use crate::pool::ListKind;
 use crate::pool::Pool;
 use crate::sink::{ContextInfo, Sink};
 use crate::submit::SubmissionQueue;
-use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{
+    lock, spin_wait, try_lock, Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering,
+};
 use crate::tally::Tally;
 use std::time::Duration;
 
@@ -181,6 +183,8 @@ pub(crate) struct Inner<B: Backend> {
     /// Collectors in their read phase now, and whether a flush keeps new ones out.
     readers: AtomicUsize,
     flushing: AtomicBool,
+    /// Where a contended read phase starts re-probing lanes (collector.rs).
+    pub(crate) probe_cursor: AtomicU32,
     /// The context's own collector thread (`Config::collect_every`).
     background: std::sync::Mutex<Option<Background>>,
     /// Lane names given by the user, not yet delivered to the sinks (the collector does).
@@ -263,11 +267,11 @@ impl<B: Backend> Inner<B> {
     fn read(&self, wait: bool) -> ReadOutcome {
         // SeqCst (with `flushing`): either this reader sees the flush's flag, or the flush
         // sees this reader's count and waits for it.
-        self.readers.fetch_add(1, Ordering::SeqCst);
+        let others = self.readers.fetch_add(1, Ordering::SeqCst);
         let outcome = if self.flushing.load(Ordering::SeqCst) {
             ReadOutcome::default()
         } else {
-            read_phase(self, wait)
+            read_phase(self, wait, others > 0)
         };
         // Release: the lists this reader pushed are visible to a flush that sees the count.
         self.readers.fetch_sub(1, Ordering::Release);
@@ -286,7 +290,7 @@ impl<B: Backend> Inner<B> {
             spin_wait();
         }
         loop {
-            let outcome = read_phase(self, true);
+            let outcome = read_phase(self, true, false);
             report.read_lists += outcome.read;
             report.errors += outcome.errors;
             if let Some(e) = outcome.error {
@@ -476,6 +480,7 @@ impl<B: Backend> Builder<B> {
             collector: Mutex::new(collector),
             readers: AtomicUsize::new(0),
             flushing: AtomicBool::new(false),
+            probe_cursor: AtomicU32::new(0),
             background: std::sync::Mutex::new(None),
             lane_names: Mutex::new(Vec::new()),
             handles: AtomicUsize::new(1),

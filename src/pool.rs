@@ -48,6 +48,8 @@ pub(crate) struct EventRecord {
     pub(crate) list_id: u64,
     pub(crate) list_seq: LaneSeq,
     pub(crate) list_kind: ListKind,
+    /// A collector found this list incomplete before.
+    pub(crate) list_probed: bool,
 }
 
 /// What a list on the collector's queues is.
@@ -77,6 +79,7 @@ impl Default for EventRecord {
             list_id: 0,
             list_seq: LaneSeq { entry: 0, seq: 0 },
             list_kind: ListKind::Submitted,
+            list_probed: false,
         }
     }
 }
