@@ -659,7 +659,7 @@ impl<A: TracyApi> TracySink<A> {
     }
 
     /// How many streams get a Tracy context of their own (default
-    /// [`DEFAULT_MAX_STREAM_LANES`]); later ones share "<context> / other streams". With 0,
+    /// [`DEFAULT_MAX_STREAM_LANES`]); later ones share `"<context> / other streams"`. With 0,
     /// every stream shares that lane. A sink holds at most this many contexts plus two.
     pub fn with_max_stream_lanes(mut self, lanes: usize) -> Self {
         self.max_stream_lanes = lanes;
