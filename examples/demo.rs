@@ -49,7 +49,8 @@ struct Args {
     /// Which GPU to run on.
     #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
     backend: BackendKind,
-    /// Also stream the zones to a Tracy profiler (build with `--features tracy-enable`).
+    /// Also stream the zones to a Tracy profiler, one GPU lane per stream (build with
+    /// `--features tracy`, or `tracy-only-localhost` to listen on the loopback interface only).
     #[cfg(feature = "tracy")]
     #[arg(long)]
     tracy: bool,

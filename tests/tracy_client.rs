@@ -1,6 +1,8 @@
-//! The Tracy sink on the real, enabled `tracy-client` (feature `tracy-enable`: localhost only,
-//! no broadcast). No profiler connects: the client queues everything in memory. The test
-//! checks that nothing is lost in the crate's own accounting on the way.
+//! The Tracy sink on the real, enabled `tracy-client` (feature `tracy`; CI adds
+//! `tracy-only-localhost`, and broadcast stays off). No profiler connects: the client queues
+//! everything in memory. Four threads record on four streams, so the sink makes four Tracy GPU
+//! contexts (one named by the user) through the real client. The test checks that nothing is
+//! lost in the crate's own accounting on the way.
 
 use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::tracy::TracySink;
@@ -22,10 +24,13 @@ fn a_full_run_through_the_enabled_client_loses_no_zone() {
 
     let kernel = Arc::new(DynamicLocation::new("kernel (named at run time)"));
     std::thread::scope(|scope| {
-        for _ in 0..THREADS {
+        for thread in 0..THREADS {
             let (ctx, sim, kernel) = (ctx.clone(), sim.clone(), Arc::clone(&kernel));
             scope.spawn(move || {
                 let stream = sim.stream();
+                if thread == 0 {
+                    ctx.name_stream(&stream, "named stream");
+                }
                 for _ in 0..LISTS {
                     let mut list = ctx.list();
                     list.zone_begin(&stream, location!("command buffer")).unwrap();

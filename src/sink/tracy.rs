@@ -1,11 +1,37 @@
-//! The Tracy profiler (feature `tracy`): each tracing context is one calibrated Tracy GPU
-//! context, and each collected zone one Tracy GPU zone.
+//! The Tracy profiler (feature `tracy`): every stream of a tracing context is its own
+//! calibrated Tracy GPU context (a *lane* in Tracy's GPU timeline), and each collected zone
+//! one Tracy GPU zone. `docs/tracy.md` is the user's guide; this is how it works.
+//!
+//! # Lanes
+//!
+//! Tracy keeps one zone stack per GPU context and draws a context's zones assuming they are
+//! sorted in time, so concurrent streams must not share one (Tracy's own Vulkan and D3D12
+//! clients make one context per queue). The collector hands this sink each stream's lists in
+//! that stream's GPU order; the sink sends every list, whole, to the Tracy context of its first
+//! zone's lane (the lane the collector ordered it on), so each context sees one stream's
+//! zones in the order they ran.
+//!
+//! Tracy allows 255 GPU contexts per process and cannot forget one, while lanes can come and
+//! go (a CUDA graph per step). So, per sink:
+//!
+//! ```text
+//! Lane::Stream(k), first `max_stream_lanes` streams  ->  "<context> / <name>" or "<context> / stream N"
+//! Lane::Stream(k), any later stream                  ->  "<context> / other streams" (shared)
+//! Lane::Graph(_),  every graph                       ->  "<context> / graphs"        (shared)
+//! ```
+//!
+//! A context is made when its lane first emits a zone (never for a named but unused stream).
+//! `N` counts the sink's own stream lanes in order of first use; a name given with
+//! [`TracingContext::name_stream`](crate::TracingContext::name_stream) replaces it (and
+//! renames the context if it already exists). A sink therefore holds at most
+//! `max_stream_lanes + 2` contexts ([`TracySink::with_max_stream_lanes`], default
+//! [`DEFAULT_MAX_STREAM_LANES`]). Shared lanes cannot promise time order: graphs or streams
+//! that run at the same time cross there.
 //!
 //! # What is sent, and why in this order
 //!
-//! The sink writes to a [`TracyApi`]: [`TracyClient`] is the real `tracy-client` 0.19, and
-//! tests plug in a recorder. For every batch (one collected list) it walks the zones in begin
-//! order and, using their depths, emits Tracy's messages in nesting order:
+//! For every batch (one collected list) the sink walks the zones in begin order and, using
+//! their depths, emits Tracy's messages in nesting order:
 //!
 //! ```text
 //! zones (begin order, depth):  A(0) [ B(1) ] [ C(1) [ D(2) ] ]
@@ -13,45 +39,57 @@
 //!            | end D, time | end C, time | end A, time
 //! ```
 //!
-//! Every begin and every end takes a fresh query id from a per-context wrapping `u16`
-//! counter, and its timestamp is uploaded right after it. So:
-//!
-//! - Tracy's nesting is right. A context made through Tracy's C API keeps one zone stack for
-//!   the whole context (the seed's defect 7); only the collector writes here, one list at a
-//!   time, so begins and ends never interleave across recording threads.
-//! - No query id is outstanding when [`Sink::zones`] returns, and an id comes back only after
-//!   65536 later ones, each resolved long before: ids are never reused early (defect 6: the
-//!   server assert hit by IREE and by `tracy-client`'s `GpuSpan` drop).
-//! - Timestamps arrive in increasing order within a well-formed list (outer begin, inner begin,
-//!   inner end, outer end), as Tracy asks. Tracy reads a time more than 2^31 ticks below the
-//!   previous one as a timer wrap and shifts every later time; the sink refuses (with an
-//!   error, sending nothing) a batch that would do that, rather than corrupt the capture.
-//! - Dropped or never-submitted zones never reach a sink, so no placeholder time (the seed's 0)
-//!   is ever sent.
+//! Every begin and every end takes a fresh query id from a wrapping `u16` counter, and its
+//! timestamp is uploaded right after it. So no query id is outstanding when [`Sink::zones`]
+//! returns, and an id comes back only after 65536 later ones, each resolved long before (the
+//! seed's defect 6). Only the collector writes here, one list at a time, so begins and ends
+//! never interleave across recording threads (defect 7). Tracy reads a time more than 2^31
+//! ticks below its context's previous one as a timer wrap; the sink refuses (with an error,
+//! sending nothing) a batch that would do that. Dropped or never-submitted zones never reach
+//! a sink, so no placeholder time is ever sent.
 //!
 //! # Clocks and calibration
 //!
-//! GPU times are nanoseconds since the context's base event (period 1.0). The Tracy context is
-//! created *calibrated* (type CUDA for the `cuda` backend, Custom otherwise). Tracy pairs the
-//! GPU time in a context or calibration message with its own CPU clock *at the moment the
-//! message is emitted*, so the sink first moves each calibration pair up to "now" with the host
-//! clock it was given (the backend's): `gpu = pair.gpu + (now - pair.host) / rate`. The rate
-//! (host ns per GPU ns) is measured from the base pair, and sent as Tracy's `cpuDelta` so that
-//! Tracy's drift factor is `cpuDelta / gpuDelta = rate`. Tracy's zone time is then
-//! `(t - gpu) * rate + cpu_at_emission`.
+//! GPU times are nanoseconds since the context's base event, sent with period 1.0 to contexts
+//! created *calibrated* (type CUDA for the `cuda` backend, Custom otherwise). Tracy shows a GPU
+//! time `t` of a context at `(t - gpu) * rate + cpu`, where `gpu` is the GPU time of the
+//! context's latest *new context* or *calibration* message, `cpu` Tracy's clock when that
+//! message was emitted, and `rate` the message's `cpuDelta` over the GPU step since the
+//! previous one (1 for a new context). Each calibration message replaces that mapping, for
+//! every time that context receives afterwards.
+//!
+//! The sink keeps a *target* mapping from GPU to host time, fitted to the collector's
+//! calibration pairs (`Calibrator`), and a model of the mapping each of its Tracy contexts
+//! holds. The collector reads a pair's host time just before it records the anchor event, and
+//! the GPU reaches the anchor a little later, so a pair's `host - gpu` offset is never above
+//! the true one: the pair with the largest offset is the most exact.
+//!
+//! - Offset: the largest offset among the pairs of the current and the previous epoch (one
+//!   second of GPU time each), projected with the drift: a late or jittery pair never pulls the
+//!   target down, and an old lucky one ages out after two epochs.
+//! - Drift: the slope between the best pair of the first epoch and that of the latest complete
+//!   one, once they are [`DRIFT_BASELINE_NS`] apart (never from one 5 ms step). A drift under
+//!   [`DRIFT_FLOOR`] (1 ppm: under 1 ns on a 1 ms zone) is taken as none, so the rate is exactly
+//!   1 and Tracy's durations equal the GPU's (and the Chrome sink's) to the nanosecond.
+//! - A context is brought to the target only just before it receives a batch, and only so
+//!   far that its lane never moves back: the first zone of the batch is shown no earlier than
+//!   the latest time the context has shown (and a batch that overlaps earlier times on a
+//!   shared lane no earlier than the old mapping showed those times). A target ahead of the
+//!   lane is taken at once (a gap may appear); a target behind it is approached through the
+//!   lane's idle gaps, which is how a lane whose stream is never idle keeps its mapping.
 //!
 //! # Context ids
 //!
-//! Tracy allows 255 GPU contexts per process (ids 0 to 254) and never frees one.
 //! `tracy-client` hands out ids from 0 upward with a private counter, and its own GPU context
 //! cannot be created calibrated or of type CUDA, so this sink creates its contexts through
 //! `tracy_client::sys` and takes ids from the top, 254 downward ([`TracyContextIds`]). A
 //! process that also makes contexts with `tracy_client::Client::new_gpu_context` must keep
-//! the two together under 255. When the ids run out, [`Sink::open`] (and so building the
-//! tracing context) fails with an error.
+//! the two together under 255. [`Sink::open`] takes the first id (so building the tracing
+//! context fails with an error when none is left); a lane that finds no id left joins the
+//! sink's "other streams" lane, or its first lane: no zone is ever lost for want of an id.
 
 use super::{Calibration, ContextInfo, Sink, Zone, ZoneBatch};
-use crate::backend::Backend;
+use crate::backend::{Backend, Lane};
 use crate::location::{Location, SourceLocation};
 use std::collections::HashMap;
 use std::io;
@@ -60,8 +98,25 @@ use std::sync::atomic::{AtomicU16, Ordering};
 /// Tracy's largest GPU context id, plus one: ids are `0..MAX_CONTEXTS`.
 pub const MAX_CONTEXTS: u16 = 255;
 
+/// Stream lanes of one sink that get a Tracy context of their own, unless
+/// [`TracySink::with_max_stream_lanes`] says otherwise; later streams share one.
+pub const DEFAULT_MAX_STREAM_LANES: usize = 16;
+
+/// One calibration epoch, in GPU nanoseconds: the sink keeps the best pair of each.
+pub const EPOCH_NS: i64 = 1_000_000_000;
+
+/// The shortest GPU-time baseline a drift is measured over.
+pub const DRIFT_BASELINE_NS: i64 = 2 * EPOCH_NS;
+
+/// A smaller measured drift (host ns per GPU ns, minus 1) is taken as none.
+pub const DRIFT_FLOOR: f64 = 1e-6;
+
 /// Tracy reads a GPU time this far (in ticks) below the previous one as a timer wrap.
 const WRAP_WINDOW: i64 = 1 << 31;
+
+/// A context made while the rate is not 1 is created this far in the GPU past and calibrated
+/// at once, so that its first calibration carries the rate with nine significant digits.
+const RATE_SPAN_NS: i64 = 1_000_000_000;
 
 /// The kind of GPU a Tracy context shows (Tracy's `GpuContextType`, `TracyQueue.hpp`; the
 /// values are part of Tracy's protocol and stable).
@@ -120,7 +175,7 @@ impl Default for TracyContextIds {
 ///
 /// The methods mirror `tracy-client`'s manual query-id API (`begin_span`, `begin_span_alloc`,
 /// `end_span`, `upload_gpu_timestamp`) plus the calibrated-context messages it has no wrapper
-/// for. Every method takes the context id the sink got from [`reserve_context`](Self::reserve_context).
+/// for. Every method takes a context id the sink got from [`reserve_context`](Self::reserve_context).
 pub trait TracyApi: Send {
     /// A static source location registered with Tracy.
     type Location: Copy + Send;
@@ -129,11 +184,13 @@ pub trait TracyApi: Send {
     fn reserve_context(&mut self) -> Option<u8>;
     /// Registers a static source location with Tracy, once per location (the sink caches it).
     fn static_location(&mut self, location: &'static SourceLocation) -> Self::Location;
-    /// Creates calibrated GPU context `context` named `name`: `gpu_time` (ns, period 1.0)
-    /// is the GPU time at this call.
-    fn new_context(&mut self, context: u8, kind: TracyGpuKind, gpu_time: i64, name: &str);
-    /// A calibration: `gpu_time` is the GPU time at this call, and `cpu_delta` the host time
-    /// (ns) since the previous calibration (or the context's creation).
+    /// Creates calibrated GPU context `context`: `gpu_time` (ns, period 1.0) is the GPU time
+    /// at this call.
+    fn new_context(&mut self, context: u8, kind: TracyGpuKind, gpu_time: i64);
+    /// Names (or renames) a context.
+    fn name_context(&mut self, context: u8, name: &str);
+    /// A calibration: `gpu_time` is the GPU time at this call, and `cpu_delta / (gpu_time -
+    /// previous gpu_time)` the host ns per GPU ns from now on.
     fn calibrate(&mut self, context: u8, gpu_time: i64, cpu_delta: i64);
     /// Begins a zone at a static location; its time will come with `query_id`.
     fn begin_span(&mut self, context: u8, location: Self::Location, query_id: u16);
@@ -156,9 +213,10 @@ pub trait TracyApi: Send {
 /// Context ids taken by every [`TracyClient`] in this process.
 static CLIENT_CONTEXT_IDS: TracyContextIds = TracyContextIds::new();
 
-/// The real Tracy client (`tracy-client` 0.19). With feature `tracy` alone `tracy-client` is
-/// built without its `enable` feature and every call is a no-op (context ids are still
-/// counted); feature `tracy-enable` turns the client on.
+/// The real Tracy client (`tracy-client` 0.19, built with its `enable` feature by this crate's
+/// `tracy` feature). Whether it listens on every interface or on localhost only is the
+/// application's choice (`tracy-client/only-localhost`, or this crate's
+/// `tracy-only-localhost`).
 #[derive(Clone)]
 pub struct TracyClient {
     _client: tracy_client::Client,
@@ -166,7 +224,7 @@ pub struct TracyClient {
 
 impl std::fmt::Debug for TracyClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TracyClient").field("enabled", &cfg!(feature = "tracy-enable")).finish()
+        f.debug_struct("TracyClient").finish_non_exhaustive()
     }
 }
 
@@ -177,11 +235,11 @@ impl TracyClient {
     }
 }
 
-#[cfg(feature = "tracy-enable")]
 mod client {
-    //! The calls into `tracy_client::sys`, only compiled when the client is enabled. Each is
-    //! called only through a [`TracyClient`](super::TracyClient), which holds a started
-    //! `tracy_client::Client`: the profiler is running, as every `sys` call requires.
+    //! The calls into `tracy_client::sys` (feature `tracy` turns `tracy-client/enable` on, so
+    //! they always exist). Each is called only through a [`TracyClient`](super::TracyClient),
+    //! which holds a started `tracy_client::Client`: the profiler is running, as every `sys`
+    //! call requires.
 
     use crate::location::SourceLocation;
     use std::collections::BTreeMap;
@@ -219,7 +277,7 @@ mod client {
         })
     }
 
-    pub(super) fn new_context(context: u8, kind: u8, gpu_time: i64, name: &str) {
+    pub(super) fn new_context(context: u8, kind: u8, gpu_time: i64) {
         let data = sys::___tracy_gpu_new_context_data {
             gpuTime: gpu_time,
             period: 1.0,
@@ -228,16 +286,19 @@ mod client {
             type_: kind,
         };
         // Safety: the profiler is running (see the module doc); `context` was reserved for this
-        // sink alone (TracyContextIds), so this is its one and only creation.
+        // sink alone (TracyContextIds), and the sink creates each reserved id once.
         unsafe { sys::___tracy_emit_gpu_new_context_serial(data) };
+    }
+
+    pub(super) fn name_context(context: u8, name: &str) {
         let mut len = name.len().min(usize::from(u16::MAX));
         while !name.is_char_boundary(len) {
             len -= 1;
         }
         let data =
             sys::___tracy_gpu_context_name_data { context, name: name.as_ptr().cast(), len: len as u16 };
-        // Safety: the context exists (created just above); Tracy copies `len` bytes of `name`,
-        // which is valid for that long, before returning.
+        // Safety: the context exists (the sink names only contexts it created); Tracy copies
+        // `len` bytes of `name`, which is valid for that long, before returning.
         unsafe { sys::___tracy_emit_gpu_context_name_serial(data) };
     }
 
@@ -295,23 +356,6 @@ mod client {
     }
 }
 
-#[cfg(not(feature = "tracy-enable"))]
-mod client {
-    //! The client is disabled: every call is a no-op (as in `tracy-client` without `enable`).
-
-    use crate::location::SourceLocation;
-
-    pub(super) fn static_location(_location: &'static SourceLocation) -> u64 {
-        0
-    }
-    pub(super) fn new_context(_context: u8, _kind: u8, _gpu_time: i64, _name: &str) {}
-    pub(super) fn calibrate(_context: u8, _gpu_time: i64, _cpu_delta: i64) {}
-    pub(super) fn begin_span(_context: u8, _srcloc: u64, _query_id: u16) {}
-    pub(super) fn begin_span_alloc(_: u8, _: &str, _: &str, _: &str, _: u32, _: u16) {}
-    pub(super) fn end_span(_context: u8, _query_id: u16) {}
-    pub(super) fn upload_gpu_timestamp(_context: u8, _query_id: u16, _gpu_time: i64) {}
-}
-
 impl TracyApi for TracyClient {
     type Location = u64;
 
@@ -321,8 +365,11 @@ impl TracyApi for TracyClient {
     fn static_location(&mut self, location: &'static SourceLocation) -> u64 {
         client::static_location(location)
     }
-    fn new_context(&mut self, context: u8, kind: TracyGpuKind, gpu_time: i64, name: &str) {
-        client::new_context(context, kind as u8, gpu_time, name);
+    fn new_context(&mut self, context: u8, kind: TracyGpuKind, gpu_time: i64) {
+        client::new_context(context, kind as u8, gpu_time);
+    }
+    fn name_context(&mut self, context: u8, name: &str) {
+        client::name_context(context, name);
     }
     fn calibrate(&mut self, context: u8, gpu_time: i64, cpu_delta: i64) {
         client::calibrate(context, gpu_time, cpu_delta);
@@ -387,34 +434,176 @@ fn walk(zones: &[Zone], open: &mut Vec<usize>, mut step: impl FnMut(Step)) {
     }
 }
 
-/// The context a sink was opened for.
-#[derive(Debug, Clone, Copy)]
-struct Opened {
-    context: u8,
-    base: Calibration,
-    /// The GPU time of the latest context or calibration message sent.
-    sent_gpu_ns: i64,
+/// A linear map from GPU time to host time, as a calibrated Tracy context applies it:
+/// `t` shows at `(t - gpu) * rate + cpu`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Mapping {
+    gpu: i64,
+    cpu: i64,
+    /// Host ns per GPU ns.
+    rate: f64,
 }
 
-/// Sends zones to the Tracy profiler: one calibrated Tracy GPU context per tracing context.
+impl Mapping {
+    /// Where `t` shows (Tracy truncates this to whole ns, which keeps its order).
+    fn at(&self, t: i64) -> f64 {
+        (t - self.gpu) as f64 * self.rate + self.cpu as f64
+    }
+
+    /// The GPU time shown at host time `host`.
+    fn gpu_at(&self, host: i64) -> f64 {
+        self.gpu as f64 + (host - self.cpu) as f64 / self.rate
+    }
+}
+
+/// A calibration pair as GPU time and host-minus-GPU offset.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pair {
+    gpu: i64,
+    offset: i64,
+}
+
+/// Fits the target GPU-to-host mapping to the collector's calibration pairs (the module doc
+/// says how and why).
+#[derive(Debug)]
+struct Calibrator {
+    /// The base pair, used until the first calibration pair: its host time is read after the
+    /// base event completed, so it is a start, not a measurement to keep.
+    start: Pair,
+    /// The best pair of the first complete epoch: the early end of the drift baseline.
+    first: Option<Pair>,
+    /// The best pair of the latest complete epoch.
+    previous: Option<Pair>,
+    /// The best pair of the epoch in progress, which began at GPU time `epoch_start`.
+    current: Option<Pair>,
+    epoch_start: i64,
+    /// Host ns per GPU ns, minus 1; 0 below `DRIFT_FLOOR` and until a baseline is long enough.
+    drift: f64,
+    target: Mapping,
+    /// Bumped whenever `target` changes.
+    version: u64,
+}
+
+impl Calibrator {
+    fn new(base: Calibration) -> Self {
+        let start = Pair { gpu: base.gpu_ns, offset: base.host_ns - base.gpu_ns };
+        Self {
+            start,
+            first: None,
+            previous: None,
+            current: None,
+            epoch_start: base.gpu_ns,
+            drift: 0.0,
+            target: Self::through(start, 0.0),
+            version: 0,
+        }
+    }
+
+    fn through(pair: Pair, drift: f64) -> Mapping {
+        Mapping { gpu: pair.gpu, cpu: pair.gpu + pair.offset, rate: 1.0 + drift }
+    }
+
+    /// A pair's offset carried to GPU time 0 with the current drift: the larger, the better.
+    fn merit(&self, pair: Pair) -> f64 {
+        pair.offset as f64 - self.drift * pair.gpu as f64
+    }
+
+    fn observe(&mut self, calibration: Calibration) {
+        let pair = Pair { gpu: calibration.gpu_ns, offset: calibration.host_ns - calibration.gpu_ns };
+        match self.current {
+            None => {
+                self.current = Some(pair);
+                self.epoch_start = pair.gpu;
+            }
+            Some(best) if pair.gpu - self.epoch_start >= EPOCH_NS => {
+                let first = *self.first.get_or_insert(best);
+                self.previous = Some(best);
+                self.current = Some(pair);
+                self.epoch_start = pair.gpu;
+                if best.gpu - first.gpu >= DRIFT_BASELINE_NS {
+                    let drift = (best.offset - first.offset) as f64 / (best.gpu - first.gpu) as f64;
+                    self.drift = if drift.abs() >= DRIFT_FLOOR { drift } else { 0.0 };
+                }
+            }
+            Some(best) if self.merit(pair) > self.merit(best) => self.current = Some(pair),
+            Some(_) => {}
+        }
+        let best = [self.previous, self.current]
+            .into_iter()
+            .flatten()
+            .max_by(|a, b| self.merit(*a).total_cmp(&self.merit(*b)))
+            .unwrap_or(self.start);
+        let target = Self::through(best, self.drift);
+        if target != self.target {
+            self.target = target;
+            self.version += 1;
+        }
+    }
+}
+
+/// One Tracy GPU context of this sink: one lane in Tracy's GPU timeline.
+#[derive(Debug)]
+struct Track {
+    id: u8,
+    /// The stream this context was made for; `None` for a shared one (graphs, other streams).
+    lane: Option<Lane>,
+    /// The mapping Tracy holds for this context (with the host clock standing in for Tracy's).
+    mapping: Mapping,
+    /// The calibrator's version `mapping` reached; behind it, the next batch moves it on.
+    version: u64,
+    /// The last GPU time uploaded (Tracy's wrap check compares against it).
+    last_time: i64,
+    /// The latest GPU time uploaded, once any was.
+    frontier: Option<i64>,
+}
+
+/// The tracing context a sink was opened for.
+#[derive(Debug)]
+struct Opened {
+    name: String,
+    kind: TracyGpuKind,
+    /// The id taken at open, for the first lane that emits.
+    reserved: Option<u8>,
+    calibrator: Calibrator,
+}
+
+/// The shared lanes.
+#[derive(Debug, Clone, Copy)]
+enum Shared {
+    Graphs,
+    OtherStreams,
+}
+
+/// Sends zones to the Tracy profiler: one calibrated Tracy GPU context per stream lane (the
+/// module doc says how lanes, ids and calibration work).
 ///
 /// ```
 /// use gpu_event_pool::{location, sim::SimBackend, sink::tracy::TracySink, TracingContext};
 /// let sim = SimBackend::manual();
 /// let ctx = TracingContext::builder(sim.clone())
 ///     .name("render queue")
-///     .sink(TracySink::for_backend(&sim))
+///     .sink(TracySink::for_backend(&sim).with_max_stream_lanes(8))
 ///     .build()?;
+/// let copies = sim.stream();
+/// ctx.name_stream(&copies, "copies"); // its Tracy lane: "render queue / copies"
 /// # Ok::<(), gpu_event_pool::Error>(())
 /// ```
 pub struct TracySink<A: TracyApi = TracyClient> {
     api: A,
     host_clock: Box<dyn Fn() -> i64 + Send>,
     opened: Option<Opened>,
+    max_stream_lanes: usize,
+    tracks: Vec<Track>,
+    /// The track of every lane seen.
+    lanes: HashMap<Lane, usize>,
+    /// Users' names for lanes (`name_lane`), kept for lanes not seen yet.
+    names: HashMap<Lane, String>,
+    graphs: Option<usize>,
+    other_streams: Option<usize>,
+    /// Streams with a track of their own.
+    stream_tracks: usize,
     /// The next query id (wrapping): every id is resolved before the next is taken.
     next_query: u16,
-    /// The last GPU time uploaded (Tracy's wrap heuristic compares against it).
-    last_time: i64,
     /// Tracy locations of the static locations seen so far, by `SourceLocation` address.
     locations: HashMap<usize, A::Location>,
     open: Vec<usize>,
@@ -423,7 +612,8 @@ pub struct TracySink<A: TracyApi = TracyClient> {
 impl<A: TracyApi> std::fmt::Debug for TracySink<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TracySink")
-            .field("context", &self.opened.map(|o| o.context))
+            .field("contexts", &self.context_ids())
+            .field("lanes", &self.lanes.len())
             .field("next_query", &self.next_query)
             .field("locations", &self.locations.len())
             .finish()
@@ -444,6 +634,10 @@ impl TracySink<TracyClient> {
     }
 }
 
+fn not_opened() -> io::Error {
+    io::Error::other("Tracy sink used before open: it has no Tracy GPU context")
+}
+
 impl<A: TracyApi> TracySink<A> {
     /// A sink writing to `api` (a recorder in tests); `host_clock` as in [`TracySink::new`].
     pub fn with_api(api: A, host_clock: impl Fn() -> i64 + Send + 'static) -> Self {
@@ -451,22 +645,164 @@ impl<A: TracyApi> TracySink<A> {
             api,
             host_clock: Box::new(host_clock),
             opened: None,
+            max_stream_lanes: DEFAULT_MAX_STREAM_LANES,
+            tracks: Vec::new(),
+            lanes: HashMap::new(),
+            names: HashMap::new(),
+            graphs: None,
+            other_streams: None,
+            stream_tracks: 0,
             next_query: 0,
-            last_time: 0,
             locations: HashMap::new(),
             open: Vec::new(),
         }
     }
 
-    /// The Tracy context id this sink was given, once opened.
-    pub fn context_id(&self) -> Option<u8> {
-        self.opened.map(|o| o.context)
+    /// How many streams get a Tracy context of their own (default
+    /// [`DEFAULT_MAX_STREAM_LANES`]); later ones share `"<context> / other streams"`. With 0,
+    /// every stream shares that lane. A sink holds at most this many contexts plus two.
+    pub fn with_max_stream_lanes(mut self, lanes: usize) -> Self {
+        self.max_stream_lanes = lanes;
+        self
+    }
+
+    /// The Tracy context ids this sink holds, in the order it took them: the one reserved at
+    /// open (until its lane emits), then one per lane made.
+    pub fn context_ids(&self) -> Vec<u8> {
+        let reserved = self.opened.as_ref().and_then(|o| o.reserved);
+        reserved.into_iter().chain(self.tracks.iter().map(|t| t.id)).collect()
     }
 
     fn take_query(&mut self) -> u16 {
         let id = self.next_query;
         self.next_query = self.next_query.wrapping_add(1);
         id
+    }
+
+    /// Makes a Tracy context at the current target mapping, or `None` when no id is left.
+    fn new_track(&mut self, name: &str, lane: Option<Lane>) -> Option<usize> {
+        let opened = self.opened.as_mut()?;
+        let id = opened.reserved.take().or_else(|| self.api.reserve_context())?;
+        let now = (self.host_clock)();
+        let target = opened.calibrator.target;
+        let gpu = target.gpu_at(now).floor() as i64;
+        let mapping = if target.rate == 1.0 {
+            self.api.new_context(id, opened.kind, gpu);
+            Mapping { gpu, cpu: now, rate: 1.0 }
+        } else {
+            // A new context's rate is 1: start it in the past and calibrate at once.
+            self.api.new_context(id, opened.kind, gpu - RATE_SPAN_NS);
+            let cpu_delta = (target.rate * RATE_SPAN_NS as f64).round() as i64;
+            self.api.calibrate(id, gpu, cpu_delta);
+            Mapping { gpu, cpu: now, rate: cpu_delta as f64 / RATE_SPAN_NS as f64 }
+        };
+        self.api.name_context(id, name);
+        let version = opened.calibrator.version;
+        self.tracks.push(Track { id, lane, mapping, version, last_time: 0, frontier: None });
+        Some(self.tracks.len() - 1)
+    }
+
+    /// The shared track, made on first use; with no id left, the sink's first track.
+    fn shared(&mut self, which: Shared) -> io::Result<usize> {
+        let (slot, suffix) = match which {
+            Shared::Graphs => (self.graphs, "graphs"),
+            Shared::OtherStreams => (self.other_streams, "other streams"),
+        };
+        if let Some(track) = slot {
+            return Ok(track);
+        }
+        let name = format!("{} / {suffix}", self.opened.as_ref().ok_or_else(not_opened)?.name);
+        let Some(track) = self.new_track(&name, None) else {
+            // Tracy's ids are all taken: join a lane that exists (open reserved the first).
+            return if self.tracks.is_empty() { Err(not_opened()) } else { Ok(0) };
+        };
+        match which {
+            Shared::Graphs => self.graphs = Some(track),
+            Shared::OtherStreams => self.other_streams = Some(track),
+        }
+        Ok(track)
+    }
+
+    /// The track `lane` is shown on, made when the lane first emits.
+    fn track_for(&mut self, lane: Lane) -> io::Result<usize> {
+        if let Some(&track) = self.lanes.get(&lane) {
+            return Ok(track);
+        }
+        let track = match lane {
+            Lane::Graph(_) => self.shared(Shared::Graphs)?,
+            Lane::Stream(_) => {
+                let own = if self.stream_tracks < self.max_stream_lanes {
+                    let context = &self.opened.as_ref().ok_or_else(not_opened)?.name;
+                    let name = match self.names.get(&lane) {
+                        Some(name) => format!("{context} / {name}"),
+                        None => format!("{context} / stream {}", self.stream_tracks + 1),
+                    };
+                    self.new_track(&name, Some(lane))
+                } else {
+                    None
+                };
+                match own {
+                    Some(track) => {
+                        self.stream_tracks += 1;
+                        track
+                    }
+                    None => self.shared(Shared::OtherStreams)?,
+                }
+            }
+        };
+        self.lanes.insert(lane, track);
+        Ok(track)
+    }
+
+    /// Brings a track's mapping toward the target before a batch whose first time is `begin`,
+    /// never so far that the lane moves back (module doc).
+    fn recalibrate(&mut self, track: usize, begin: i64) {
+        let Some(opened) = &self.opened else { return };
+        let calibrator = &opened.calibrator;
+        let track = &mut self.tracks[track];
+        if track.version == calibrator.version {
+            return;
+        }
+        let (old, target) = (track.mapping, calibrator.target);
+        // How far a mapping falls short of showing `begin` no earlier than the lane's latest
+        // time, and the lane's earlier times no earlier than they were shown.
+        let short = |new: &Mapping| match track.frontier {
+            None => 0.0,
+            Some(last) => {
+                (old.at(begin.min(last)) - new.at(begin)).max(old.at(last) - new.at(begin.max(last))).max(0.0)
+            }
+        };
+        let lift = short(&target);
+        let now = (self.host_clock)();
+        // A lower GPU time at `now` shows every time later: round down.
+        let mut gpu = (target.gpu_at(now) - lift / target.rate).floor() as i64;
+        // Rounding `cpu_delta` tilts the rate a little: check with the mapping Tracy will hold.
+        for _ in 0..4 {
+            let gpu_delta = gpu - old.gpu;
+            if gpu_delta <= 0 {
+                // Tracy divides by the GPU step; keep the old mapping until time moves on.
+                return;
+            }
+            let cpu_delta =
+                if target.rate == 1.0 { gpu_delta } else { (target.rate * gpu_delta as f64).round() as i64 };
+            if cpu_delta <= 0 {
+                return;
+            }
+            let new = Mapping { gpu, cpu: now, rate: cpu_delta as f64 / gpu_delta as f64 };
+            let missing = short(&new);
+            if missing > 0.0 {
+                gpu -= (missing / new.rate).ceil() as i64 + 1;
+                continue;
+            }
+            if new.rate != old.rate || (new.at(begin) - old.at(begin)).abs() >= 0.5 {
+                self.api.calibrate(track.id, gpu, cpu_delta);
+                track.mapping = new;
+            }
+            if lift == 0.0 {
+                track.version = calibrator.version;
+            }
+            return;
+        }
     }
 
     fn emit(&mut self, context: u8, zones: &[Zone], step: Step) {
@@ -490,14 +826,8 @@ impl<A: TracyApi> TracySink<A> {
             },
             Step::End(_) => self.api.end_span(context, query),
         }
-        let time = step.time(zones);
-        self.api.upload_gpu_timestamp(context, query, time);
-        self.last_time = time;
+        self.api.upload_gpu_timestamp(context, query, step.time(zones));
     }
-}
-
-fn not_opened() -> io::Error {
-    io::Error::other("Tracy sink used before open: it has no Tracy GPU context")
 }
 
 impl<A: TracyApi> Sink for TracySink<A> {
@@ -508,43 +838,49 @@ impl<A: TracyApi> Sink for TracySink<A> {
                 info.name
             )));
         }
-        let context = self.api.reserve_context().ok_or_else(|| {
+        let reserved = self.api.reserve_context().ok_or_else(|| {
             io::Error::other(format!(
                 "cannot create a Tracy GPU context for {:?}: Tracy allows {MAX_CONTEXTS} GPU \
                  contexts per process and all are taken",
                 info.name
             ))
         })?;
-        // The GPU time now, on the base pair's clock: the pair is a moment old.
-        let gpu_now = info.base.gpu_ns + ((self.host_clock)() - info.base.host_ns).max(0);
-        self.api.new_context(context, TracyGpuKind::for_backend(info.backend), gpu_now, &info.name);
-        self.opened = Some(Opened { context, base: info.base, sent_gpu_ns: gpu_now });
+        self.opened = Some(Opened {
+            name: info.name.clone(),
+            kind: TracyGpuKind::for_backend(info.backend),
+            reserved: Some(reserved),
+            calibrator: Calibrator::new(info.base),
+        });
         Ok(())
     }
 
     fn calibrate(&mut self, _info: &ContextInfo, pair: Calibration) -> io::Result<()> {
-        let opened = self.opened.as_mut().ok_or_else(not_opened)?;
-        let (gpu_span, host_span) = (pair.gpu_ns - opened.base.gpu_ns, pair.host_ns - opened.base.host_ns);
-        // Host ns per GPU ns, over the whole run so far.
-        let rate = if gpu_span > 0 && host_span > 0 { host_span as f64 / gpu_span as f64 } else { 1.0 };
-        let gpu_now = pair.gpu_ns + (((self.host_clock)() - pair.host_ns) as f64 / rate).round() as i64;
-        let cpu_delta = (rate * (gpu_now - opened.sent_gpu_ns) as f64).round() as i64;
-        // Tracy divides by the GPU step: a pair that does not move forward cannot be sent.
-        if gpu_now <= opened.sent_gpu_ns || cpu_delta <= 0 {
-            return Ok(());
+        self.opened.as_mut().ok_or_else(not_opened)?.calibrator.observe(pair);
+        Ok(())
+    }
+
+    fn name_lane(&mut self, _info: &ContextInfo, lane: Lane, name: &str) -> io::Result<()> {
+        let opened = self.opened.as_ref().ok_or_else(not_opened)?;
+        if let Some(&track) = self.lanes.get(&lane) {
+            let track = &self.tracks[track];
+            if track.lane == Some(lane) {
+                self.api.name_context(track.id, &format!("{} / {name}", opened.name));
+            }
         }
-        opened.sent_gpu_ns = gpu_now;
-        let context = opened.context;
-        self.api.calibrate(context, gpu_now, cpu_delta);
+        self.names.insert(lane, name.to_owned());
         Ok(())
     }
 
     fn zones(&mut self, _info: &ContextInfo, batch: ZoneBatch<'_>) -> io::Result<()> {
-        let context = self.opened.ok_or_else(not_opened)?.context;
         let zones = batch.zones;
+        let Some(first) = zones.first() else { return Ok(()) };
+        if self.opened.is_none() {
+            return Err(not_opened());
+        }
+        let track = self.track_for(first.lane)?;
         let mut open = std::mem::take(&mut self.open);
         // First pass: would any time look like a timer wrap to Tracy?
-        let (mut last, mut back) = (self.last_time, 0);
+        let (mut last, mut back) = (self.tracks[track].last_time, 0);
         walk(zones, &mut open, |step| {
             let t = step.time(zones);
             back = back.max(last - t);
@@ -555,15 +891,21 @@ impl<A: TracyApi> Sink for TracySink<A> {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "Tracy sink: list {} not sent: its GPU times go back {back} ns, which Tracy would \
-                     read as a timer wrap (more than 2^31 ns); were streams of one context more \
-                     than 2.1 s apart?",
+                    "Tracy sink: list {} not sent: its GPU times go back {back} ns on its Tracy lane, \
+                     which Tracy would read as a timer wrap (more than 2^31 ns); did lanes that share \
+                     a Tracy context run more than 2.1 s apart?",
                     batch.list_id
                 ),
             ));
         }
+        self.recalibrate(track, first.gpu_begin_ns);
+        let context = self.tracks[track].id;
         walk(zones, &mut open, |step| self.emit(context, zones, step));
         self.open = open;
+        let track = &mut self.tracks[track];
+        track.last_time = last;
+        let latest = zones.iter().map(|z| z.gpu_end_ns).max().unwrap_or(last);
+        track.frontier = Some(track.frontier.map_or(latest, |f| f.max(latest)));
         Ok(())
     }
 }
