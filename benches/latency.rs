@@ -208,6 +208,7 @@ fn main() {
                     .batch(16)
                     .build()
                     .expect("context"),
+                collect_after_submit: false,
             };
             let samples = run(&ours, &sim, mode, duration);
             report(&mut results, "ours", mode.name(), &samples, ours.dropped());

@@ -11,6 +11,12 @@
 //! recorded and then discarded unsubmitted (ours: dropped, one CAS returns the slots; the
 //! seed: `free`d, which walks the list under the lock), with no collector at all.
 //!
+//! Ours runs twice: `ours` drains with the one collector thread alone (its reads are serial,
+//! like the seed's), and `ours_sharing` also has every recorder call `collect()` right
+//! after each submit, so the time reads are shared by all threads and only the emitter
+//! (placing lists, building zones, releasing slots) stays serial: its cost per zone,
+//! `Stats::emitter_ns / zones_emitted`, is in the note of each `ours*` record.
+//!
 //! One iteration: every recording thread records and submits one list. The clock runs from
 //! the start signal until the collector has collected everything (the last flush is
 //! included), so zones per second is what the whole pipeline sustains. Like a runtime with
@@ -26,6 +32,7 @@ use common::results::{Record, Results};
 use common::seed_port::SeedContext;
 use common::{criterion_estimate_ns, Ours, Seed, Tracer, THREADS};
 use criterion::{BenchmarkId, Criterion, Throughput};
+use gpu_event_pool::Stats;
 use gpu_event_pool::{location, SourceLocation, TracingContext, Verbosity};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
@@ -118,6 +125,7 @@ fn bench_tracer<T: Tracer>(c: &mut Criterion, results: &mut Results, collector: 
     for threads in THREADS {
         let tracer = make();
         let dropped_before = tracer.dropped();
+        let stats_before = tracer.stats();
         let since = SystemTime::now();
         group.throughput(Throughput::Elements(threads as u64 * ZONES_PER_LIST));
         group.bench_function(BenchmarkId::new(tracer.name(), threads), |b| {
@@ -137,7 +145,7 @@ fn bench_tracer<T: Tracer>(c: &mut Criterion, results: &mut Results, collector: 
                 threads,
                 ns_per_op: Some(1e9 / zones_per_sec),
                 zones_per_sec: Some(zones_per_sec),
-                note: format!("dropped zones: {}", tracer.dropped() - dropped_before),
+                note: note(tracer.dropped() - dropped_before, stats_before, tracer.stats()),
                 ..Record::default()
             });
         }
@@ -145,17 +153,34 @@ fn bench_tracer<T: Tracer>(c: &mut Criterion, results: &mut Results, collector: 
     group.finish();
 }
 
+/// The record's note: zones dropped, and for ours the emitter's nanoseconds per zone.
+fn note(dropped: usize, before: Option<Stats>, after: Option<Stats>) -> String {
+    match before.zip(after) {
+        Some((before, after)) if after.zones_emitted > before.zones_emitted => {
+            let zones = (after.zones_emitted - before.zones_emitted) as f64;
+            let serial = (after.emitter_ns - before.emitter_ns) as f64 / zones;
+            format!("dropped zones: {dropped}; serial (emitter) ns per zone: {serial:.1}")
+        }
+        _ => format!("dropped zones: {dropped}"),
+    }
+}
+
 fn main() {
     let mut c = common::criterion();
     let mut results = Results::default();
     for collector in [true, false] {
-        bench_tracer(&mut c, &mut results, collector, || Ours {
-            ctx: TracingContext::builder(NullBackend::default())
-                .capacity(1024, CAPACITY)
-                .batch(16)
-                .build()
-                .expect("context"),
-        });
+        // Sharing the reads only means something with a collector to share them with.
+        let sharing: &[bool] = if collector { &[false, true] } else { &[false] };
+        for &collect_after_submit in sharing {
+            bench_tracer(&mut c, &mut results, collector, || Ours {
+                ctx: TracingContext::builder(NullBackend::default())
+                    .capacity(1024, CAPACITY)
+                    .batch(16)
+                    .build()
+                    .expect("context"),
+                collect_after_submit,
+            });
+        }
         bench_tracer(&mut c, &mut results, collector, || {
             Seed::new(SeedContext::new(NullBackend::default(), CAPACITY).expect("seed context"))
         });

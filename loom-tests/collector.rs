@@ -84,7 +84,7 @@ fn second_collector_returns_busy_while_the_first_collects() {
 #[test]
 fn racing_collectors_collect_each_list_once() {
     static SAW_BUSY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    common::exhaustive(|| {
+    common::model(|| {
         let (_backend, sink, ctx) = context(2, 2, 2);
         ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "submitted")).unwrap();
         let callers: Vec<_> = (0..2)

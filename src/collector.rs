@@ -390,6 +390,7 @@ impl<B: Backend> Collector<B> {
         force: bool,
         report: &mut CollectReport,
     ) -> Option<Error> {
+        let started = std::time::Instant::now();
         let mut error = None;
         let mut fail = |report: &mut CollectReport, e: Error| {
             report.errors += 1;
@@ -450,6 +451,8 @@ impl<B: Backend> Collector<B> {
         }
         let oldest = self.anchors.front().map_or(i64::MIN, |a| a.at.gpu_ns);
         self.lane_end.retain(|_, lane| lane.end >= oldest);
+        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        ctx.counters.emitter_ns.fetch_add(spent, Ordering::Relaxed);
         error
     }
 

@@ -94,6 +94,7 @@ pub(crate) struct Counters {
     pub(crate) zones_emitted: AtomicUsize,
     pub(crate) lists_shifted: AtomicUsize,
     pub(crate) sink_failures: AtomicUsize,
+    pub(crate) emitter_ns: AtomicU64,
 }
 
 const LISTS_SUBMITTED: usize = 0;
@@ -145,6 +146,10 @@ pub struct Stats {
     pub lists_shifted: usize,
     /// Batches that a sink failed to take (an error or a caught panic).
     pub sink_failures: usize,
+    /// Host nanoseconds spent emitting: the part of collection that runs on one thread at a
+    /// time (placing each list on the timeline, building its zones, the sinks, releasing
+    /// slots). Reading times is not in it: concurrent `collect` callers share that.
+    pub emitter_ns: u64,
 }
 
 impl Stats {
@@ -475,6 +480,7 @@ impl<B: Backend> Builder<B> {
                 zones_emitted: AtomicUsize::new(0),
                 lists_shifted: AtomicUsize::new(0),
                 sink_failures: AtomicUsize::new(0),
+                emitter_ns: AtomicU64::new(0),
             },
             info,
             collector: Mutex::new(collector),
@@ -628,6 +634,7 @@ impl<B: Backend> TracingContext<B> {
             zones_emitted: get(&c.zones_emitted),
             lists_shifted: get(&c.lists_shifted),
             sink_failures: get(&c.sink_failures),
+            emitter_ns: c.emitter_ns.load(Ordering::Relaxed),
         }
     }
 

@@ -521,3 +521,92 @@ fn calibration_pairs_follow_the_host_clock() {
     }
     assert_no_slot_leaked(&ctx);
 }
+
+/// Runs `during` on this thread while another thread holds a global-mode stream capture
+/// (PyTorch's default mode: any thread's unsafe call invalidates it), and returns how that
+/// capture ended.
+fn capture_result_around(gpu: &Gpu, during: impl FnOnce()) -> cudarc::driver::sys::CUresult {
+    use cudarc::driver::sys;
+    let (capturing_tx, capturing_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let capturer = s.spawn(move || {
+            gpu.cuda.context().bind_to_thread().unwrap();
+            let stream = gpu.cuda.new_stream().unwrap();
+            // Safety: a live stream of the current context.
+            let begun = unsafe {
+                sys::cuStreamBeginCapture_v2(
+                    stream.cu_stream(),
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
+                )
+            };
+            assert_eq!(begun, sys::CUresult::CUDA_SUCCESS);
+            gpu.spin.launch(&stream, MS).unwrap();
+            capturing_tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+            let mut graph = std::ptr::null_mut();
+            // Safety: the stream is capturing; `graph` is a valid out-pointer.
+            let ended = unsafe { sys::cuStreamEndCapture(stream.cu_stream(), &mut graph) };
+            if !graph.is_null() {
+                // Safety: the graph the capture made, destroyed once.
+                unsafe { sys::cuGraphDestroy(graph) };
+            }
+            ended
+        });
+        capturing_rx.recv().unwrap();
+        during();
+        done_tx.send(()).unwrap();
+        capturer.join().unwrap()
+    })
+}
+
+/// Collecting, recording and flushing beside another thread's global-mode capture leave that
+/// capture valid: the collector tests completion with `cuEventElapsedTime` (never
+/// `cuEventQuery` or `cuEventSynchronize`). The control shows the harness sees the hazard: one
+/// `cuEventQuery` in the same window invalidates the capture.
+#[test]
+fn collecting_beside_a_global_mode_capture_leaves_the_capture_valid() {
+    use cudarc::driver::sys;
+    let Some(gpu) = gpu("collecting_beside_a_global_mode_capture_leaves_the_capture_valid") else { return };
+    let (ctx, sink) = gpu.context(config(64, 4096, 16));
+    let (slow, quick) = (gpu.cuda.new_stream().unwrap(), gpu.cuda.new_stream().unwrap());
+    let record = |stream: &Arc<cudarc::driver::CudaStream>, ns: u64| {
+        let mut list = ctx.list();
+        list.zone_begin(stream, location!("kernel")).unwrap();
+        gpu.spin.launch(stream, ns).unwrap();
+        list.zone_end(stream).unwrap();
+        ctx.submit(list).unwrap();
+    };
+    record(&slow, 60 * MS);
+    record(&quick, 100 * US);
+    let ended = capture_result_around(&gpu, || {
+        let start = Instant::now();
+        let mut collects = 0;
+        while start.elapsed() < Duration::from_millis(30) {
+            record(&quick, 100 * US);
+            ctx.collect().unwrap();
+            collects += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(ctx.stats().submitted > 0, "the slow list was still running: reads saw NOT_READY");
+        ctx.flush().unwrap();
+        let _ = writeln!(std::io::stderr(), "{collects} collects and a flush during the capture");
+    });
+    assert_eq!(ended, sys::CUresult::CUDA_SUCCESS, "the other thread's capture survived");
+    assert_eq!(sink.zones().len(), ctx.stats().zones_emitted);
+    assert_no_slot_leaked(&ctx);
+
+    let event = gpu.cuda.create_event().unwrap();
+    gpu.cuda.record(&event, &slow).unwrap();
+    let control = capture_result_around(&gpu, || {
+        gpu.cuda.context().bind_to_thread().unwrap();
+        // Safety: a live event of the current context.
+        let queried = unsafe { sys::cuEventQuery(event.raw()) };
+        let _ = writeln!(std::io::stderr(), "control: cuEventQuery during the capture returned {queried:?}");
+    });
+    assert_eq!(
+        control,
+        sys::CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+        "control: a query during a global capture invalidates it (the hazard the collector avoids)"
+    );
+}

@@ -130,6 +130,10 @@ pub trait Tracer: Sync {
     fn dropped(&self) -> usize;
     /// Lists submitted and not yet collected (approximate while others run).
     fn lists_in_flight(&self) -> usize;
+    /// Our statistics (None for the seed).
+    fn stats(&self) -> Option<gpu_event_pool::Stats> {
+        None
+    }
 }
 
 /// Our context.
@@ -137,6 +141,8 @@ pub trait Tracer: Sync {
 pub struct Ours<B: Backend> {
     /// The context.
     pub ctx: TracingContext<B>,
+    /// Each recorder also calls `collect()` right after each submit (the reads are shared).
+    pub collect_after_submit: bool,
 }
 
 impl<B: Backend> Tracer for Ours<B> {
@@ -144,7 +150,11 @@ impl<B: Backend> Tracer for Ours<B> {
     type List = gpu_event_pool::EventList<B>;
 
     fn name(&self) -> &'static str {
-        "ours"
+        if self.collect_after_submit {
+            "ours_sharing"
+        } else {
+            "ours"
+        }
     }
     fn stream(&self) -> B::Stream {
         self.ctx.backend().create_stream().expect("stream")
@@ -164,6 +174,9 @@ impl<B: Backend> Tracer for Ours<B> {
     fn submit(&self, list: Self::List) {
         // A refused list is dropped, which releases its slots and counts it as discarded.
         let _ = self.ctx.submit(list);
+        if self.collect_after_submit {
+            let _ = self.ctx.collect();
+        }
     }
     fn discard(&self, list: Self::List) {
         drop(list);
@@ -183,6 +196,9 @@ impl<B: Backend> Tracer for Ours<B> {
     fn lists_in_flight(&self) -> usize {
         let stats = self.ctx.stats();
         stats.lists_submitted.saturating_sub(stats.lists_collected)
+    }
+    fn stats(&self) -> Option<gpu_event_pool::Stats> {
+        Some(self.ctx.stats())
     }
 }
 
