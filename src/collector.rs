@@ -204,8 +204,9 @@ pub(crate) fn read_phase<B: Backend>(ctx: &Inner<B>, wait: bool, contended: bool
     outcome
 }
 
-/// Reads the times of the list at `first` into its records (`since_first_ns`), chaining each
-/// event from the one before. `Ok(false)`: not complete yet (and `wait` is off).
+/// Reads the times of the list at `first`, chaining each event from the one before, and
+/// builds its zones (times since the list's first event) into the head record, clearing the
+/// other records. `Ok(false)`: not complete yet (and `wait` is off).
 fn read_list<B: Backend>(
     ctx: &Inner<B>,
     first: u32,
@@ -249,25 +250,67 @@ fn read_list<B: Backend>(
         _ => step(slots[n - 2], slots[n - 1])?,
     };
     let Some(last_step) = last_step else { return Ok(false) };
-    let mut since_first = 0;
-    for i in 0..n {
-        if i > 0 {
-            let ms = if i == n - 1 {
-                last_step
-            } else {
-                match step(slots[i - 1], slots[i])? {
-                    Some(ms) => ms,
-                    None => return Ok(false),
-                }
-            };
-            since_first += ms_to_ns(ms);
-        }
-        // Safety: as above.
-        ctx.pool.slot(slots[i]).record.with_mut(|r| unsafe { (*r).since_first_ns = since_first });
+    let mut times = Vec::with_capacity(n);
+    times.push(0);
+    for i in 1..n {
+        let ms = if i == n - 1 {
+            last_step
+        } else {
+            match step(slots[i - 1], slots[i])? {
+                Some(ms) => ms,
+                None => return Ok(false),
+            }
+        };
+        times.push(times[i - 1] + ms_to_ns(ms));
     }
+    let zones = build_zones(ctx, slots, &times);
     // Safety: as above.
-    ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_kind = ListKind::Read });
+    ctx.pool.slot(first).record.with_mut(|r| unsafe {
+        (*r).list_kind = ListKind::Read;
+        (*r).zones = zones;
+    });
     Ok(true)
+}
+
+/// Replays the records of a read list (its `slots`, their `times` since its first event)
+/// into zones in begin order, taking every record out of its slot (the head keeps its list
+/// fields). Zones without an end can only come from a backend that reported success for an
+/// event it did not record: they are dropped and counted.
+fn build_zones<B: Backend>(ctx: &Inner<B>, slots: &[u32], times: &[i64]) -> Vec<Zone> {
+    let mut zones: Vec<Zone> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    for (i, (&index, &t)) in slots.iter().zip(times).enumerate() {
+        // Safety: the reader owns the list (taken from a queue).
+        let (lane, ends, begins) = ctx.pool.slot(index).record.with_mut(|r| unsafe {
+            let r = &mut *r;
+            let taken = (r.lane, r.ends, r.begins.take().filter(|_| !r.begin_dropped));
+            if i > 0 {
+                *r = EventRecord::default();
+            }
+            taken
+        });
+        if ends {
+            if let Some(z) = open.pop() {
+                zones[z].gpu_end_ns = t;
+            }
+        }
+        if let Some(location) = begins {
+            open.push(zones.len());
+            zones.push(Zone {
+                location,
+                lane,
+                depth: (open.len() - 1) as u32,
+                gpu_begin_ns: t,
+                gpu_end_ns: i64::MIN,
+                host_begin_ns: 0,
+                host_end_ns: 0,
+            });
+        }
+    }
+    let before = zones.len();
+    zones.retain(|z| z.gpu_end_ns != i64::MIN);
+    ctx.count_dropped(before - zones.len());
+    zones
 }
 
 /// An event with a known time: GPU nanoseconds since the base event, and the host time.
@@ -297,8 +340,6 @@ pub(crate) struct Collector<B: Backend> {
     /// Per lane, the latest end emitted on it (the order guard, see `place_list`).
     lane_end: HashMap<Lane, LaneEnd>,
     taken: Vec<u32>,
-    zones: Vec<Zone>,
-    open: Vec<usize>,
     sinks: Vec<Box<dyn Sink>>,
     info: ContextInfo,
 }
@@ -313,13 +354,6 @@ struct LaneEnd {
     end: i64,
     drift: i64,
     bound: i64,
-}
-
-/// What walking a list found.
-struct WalkedList {
-    list_id: u64,
-    chain: Chain,
-    home: Lane,
 }
 
 impl<B: Backend> Collector<B> {
@@ -348,8 +382,6 @@ impl<B: Backend> Collector<B> {
             waiting_lists: 0,
             lane_end: HashMap::new(),
             taken: Vec::new(),
-            zones: Vec::new(),
-            open: Vec::new(),
             sinks,
             info: info.clone(),
         };
@@ -568,13 +600,11 @@ impl<B: Backend> Collector<B> {
     ) -> (Chain, Option<Error>) {
         let head = ctx.pool.slot(first);
         // Safety: the emitter owns every list it took from the read queue.
-        let kind = head.record.with(|r| unsafe { (*r).list_kind });
+        let mut record = head.record.with_mut(|r| unsafe { std::mem::take(&mut *r) });
+        let chain = Chain { first, last: record.list_last, len: record.list_len };
         let mut failure = None;
-        let base = match kind {
-            ListKind::Void => {
-                let walked = self.walk(ctx, first, |_, _, _, _| {});
-                return (walked.chain, None);
-            }
+        let placed = match record.list_kind {
+            ListKind::Void => return (chain, None),
             ListKind::Read => match self.place(ctx, &head.event) {
                 Ok(placed) => Some(placed),
                 Err(e) => {
@@ -586,62 +616,35 @@ impl<B: Backend> Collector<B> {
         };
         report.lists += 1;
         ctx.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
-        let Some((base, drift, bound)) = base else {
+        let Some((base, drift, bound)) = placed else {
             report.failed_lists += 1;
             ctx.counters.lists_failed.fetch_add(1, Ordering::Relaxed);
-            let mut zones = 0;
-            let walked = self.walk(ctx, first, |_, record, _, _| {
-                zones += usize::from(record.begins.is_some() && !record.begin_dropped);
-            });
-            ctx.count_dropped(zones);
-            return (walked.chain, failure);
+            let dropped = match record.list_kind {
+                ListKind::Read => record.zones.len(),
+                _ => discard_records(ctx, &mut record, chain),
+            };
+            ctx.count_dropped(dropped);
+            return (chain, failure);
         };
-        self.zones.clear();
-        self.open.clear();
-        let walked = self.walk(ctx, first, |since_first, record, zones, open| {
-            let t = base + since_first;
-            if record.ends {
-                if let Some(z) = open.pop() {
-                    let zone: &mut Zone = &mut zones[z];
-                    zone.gpu_end_ns = t;
-                }
-            }
-            if let Some(location) = record.begins.take() {
-                if !record.begin_dropped {
-                    open.push(zones.len());
-                    zones.push(Zone {
-                        location,
-                        lane: record.lane,
-                        depth: (open.len() - 1) as u32,
-                        gpu_begin_ns: t,
-                        gpu_end_ns: i64::MIN,
-                        host_begin_ns: 0,
-                        host_end_ns: 0,
-                    });
-                }
-            }
-        });
-        // A zone without an end can only come from a list corrupted by a backend that
-        // reported success for an event it did not record; never emit it.
-        let before = self.zones.len();
-        self.zones.retain(|z| z.gpu_end_ns != i64::MIN);
-        ctx.count_dropped(before - self.zones.len());
-        self.keep_lane_order(ctx, walked.home, drift, bound);
+        let mut zones = std::mem::take(&mut record.zones);
+        for zone in &mut zones {
+            zone.gpu_begin_ns += base;
+            zone.gpu_end_ns += base;
+        }
+        self.keep_lane_order(ctx, &mut zones, record.lane, drift, bound);
         let anchor = self.anchors.back().expect("there is always an anchor").at;
-        for zone in &mut self.zones {
+        for zone in &mut zones {
             zone.host_begin_ns = anchor.host_ns + (zone.gpu_begin_ns - anchor.gpu_ns);
             zone.host_end_ns = anchor.host_ns + (zone.gpu_end_ns - anchor.gpu_ns);
         }
-        let zones = std::mem::take(&mut self.zones);
-        let batch = ZoneBatch { list_id: walked.list_id, zones: &zones };
+        let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
         if let Some(e) = self.each_sink(|sink, info| sink.zones(info, batch)) {
             ctx.counters.sink_failures.fetch_add(1, Ordering::Relaxed);
             failure.get_or_insert(e);
         }
         report.zones += zones.len();
         ctx.counters.zones_emitted.fetch_add(zones.len(), Ordering::Relaxed);
-        self.zones = zones;
-        (walked.chain, failure)
+        (chain, failure)
     }
 
     /// The order guard: zones on a list's home lane never start before the latest end
@@ -651,9 +654,9 @@ impl<B: Backend> Collector<B> {
     /// could overlap by up to the sum of their rounding bounds: the later list is then moved
     /// (whole, so its durations stay exact) and counted in `Stats::lists_shifted`. A larger
     /// overlap is real (two lists recorded interleaved on one stream) and is left alone.
-    fn keep_lane_order(&mut self, ctx: &Inner<B>, home: Lane, drift: i64, bound: i64) {
+    fn keep_lane_order(&mut self, ctx: &Inner<B>, zones: &mut [Zone], home: Lane, drift: i64, bound: i64) {
         let on_home = |z: &&Zone| z.lane == home;
-        let Some(begin) = self.zones.iter().filter(on_home).map(|z| z.gpu_begin_ns).min() else {
+        let Some(begin) = zones.iter().filter(on_home).map(|z| z.gpu_begin_ns).min() else {
             return;
         };
         let last = self.lane_end.entry(home).or_insert(LaneEnd { end: i64::MIN, drift, bound: 0 });
@@ -662,13 +665,13 @@ impl<B: Backend> Collector<B> {
         let mut shift = 0;
         if overlap > 0 && overlap <= tolerance {
             shift = overlap;
-            for zone in &mut self.zones {
+            for zone in zones.iter_mut() {
                 zone.gpu_begin_ns += shift;
                 zone.gpu_end_ns += shift;
             }
             ctx.counters.lists_shifted.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(end) = self.zones.iter().filter(on_home).map(|z| z.gpu_end_ns).max() {
+        if let Some(end) = zones.iter().filter(on_home).map(|z| z.gpu_end_ns).max() {
             if end >= last.end {
                 // A shifted list is off from its reads by the shift: the next list may be too.
                 *last = LaneEnd { end, drift, bound: bound + shift };
@@ -676,32 +679,25 @@ impl<B: Backend> Collector<B> {
         }
     }
 
-    /// Visits each event of the list at `first` with its time since the list's first event,
-    /// taking its record out of the slot (leaving it cleared for the next owner).
-    fn walk(
-        &mut self,
-        ctx: &Inner<B>,
-        first: u32,
-        mut visit: impl FnMut(i64, &mut EventRecord, &mut Vec<Zone>, &mut Vec<usize>),
-    ) -> WalkedList {
-        let head = ctx.pool.slot(first);
-        // Safety: the emitter owns the list (taken from the read queue).
-        let (len, last, list_id, home) =
-            head.record.with(|r| unsafe { ((*r).list_len, (*r).list_last, (*r).list_id, (*r).lane) });
-        let mut index = first;
-        for _ in 0..len {
-            let slot = ctx.pool.slot(index);
-            // Safety: as above: the emitter is the slot's only owner until it is released.
-            let mut record = slot.record.with_mut(|r| unsafe { std::mem::take(&mut *r) });
-            visit(record.since_first_ns, &mut record, &mut self.zones, &mut self.open);
-            index = slot.link.load(Ordering::Relaxed);
-        }
-        WalkedList { list_id, chain: Chain { first, last, len }, home }
-    }
-
     pub(crate) fn flush_sinks(&mut self) -> Option<Error> {
         self.each_sink(|sink, _| sink.flush())
     }
+}
+
+/// Clears the records of a list whose times could not be read (`head`: its head record,
+/// already taken) and returns how many zones it held, to count as dropped.
+fn discard_records<B: Backend>(ctx: &Inner<B>, head: &mut EventRecord, chain: Chain) -> usize {
+    let begun = |r: &EventRecord| usize::from(r.begins.is_some() && !r.begin_dropped);
+    let mut zones = begun(head);
+    // Relaxed: the list's links were published by the Release CAS that queued it.
+    let mut index = ctx.pool.slot(chain.first).link.load(Ordering::Relaxed);
+    for _ in 1..chain.len {
+        let slot = ctx.pool.slot(index);
+        // Safety: the emitter is the slot's only owner until it is released.
+        zones += slot.record.with_mut(|r| unsafe { begun(&std::mem::take(&mut *r)) });
+        index = slot.link.load(Ordering::Relaxed);
+    }
+    zones
 }
 
 /// Appends `list` to the chain of slots to release (linking the old tail to it).

@@ -21,6 +21,7 @@ use crate::error::BackendError;
 use crate::freelist::{Chain, FreeList, Links, NIL};
 use crate::lanes::LaneSeq;
 use crate::location::Location;
+use crate::sink::Zone;
 use crate::submit::SubmissionLinks;
 use crate::sync::consts::MAX_PAGES;
 use crate::sync::{spin_wait, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
@@ -38,9 +39,6 @@ pub(crate) struct EventRecord {
     pub(crate) begins: Option<Location>,
     /// The zone begun here was never ended (its end could not be recorded): skip it.
     pub(crate) begin_dropped: bool,
-    /// Written by the collector that reads the list: this event's time, in nanoseconds after
-    /// the list's first event.
-    pub(crate) since_first_ns: i64,
     /// On a submitted list's first slot only: the list's last slot, length, id, its place in
     /// its home lane's order, and what the collector found.
     pub(crate) list_last: u32,
@@ -50,6 +48,8 @@ pub(crate) struct EventRecord {
     pub(crate) list_kind: ListKind,
     /// A collector found this list incomplete before.
     pub(crate) list_probed: bool,
+    /// A read list's zones, built by the reader that read it.
+    pub(crate) zones: Vec<Zone>,
 }
 
 /// What a list on the collector's queues is.
@@ -57,7 +57,8 @@ pub(crate) struct EventRecord {
 pub(crate) enum ListKind {
     /// Submitted; its times are not read yet.
     Submitted,
-    /// Its times are read (`since_first_ns` of every event).
+    /// Its times are read and its zones built (`zones` on the head, times since its first
+    /// event; the other records are cleared).
     Read,
     /// Its times could not be read: its zones are dropped.
     Failed,
@@ -73,13 +74,13 @@ impl Default for EventRecord {
             ends: false,
             begins: None,
             begin_dropped: false,
-            since_first_ns: 0,
             list_last: NIL,
             list_len: 0,
             list_id: 0,
             list_seq: LaneSeq { entry: 0, seq: 0 },
             list_kind: ListKind::Submitted,
             list_probed: false,
+            zones: Vec::new(),
         }
     }
 }
