@@ -178,9 +178,10 @@ fn floor(cuda: &CudaBackend, threads: usize, lists: usize) -> Run {
     run
 }
 
-/// Above this many slots in use, a recording thread flushes (waits) before going on: the
-/// backpressure a runtime applies when the GPU or the collector falls behind.
-const BACKPRESSURE_SLOTS: usize = 32 * 1024;
+/// Above this many slots in use (half the default maximum capacity, which ours runs with), a
+/// recording thread flushes (waits) before going on: the backpressure a runtime applies when
+/// the GPU or the collector falls behind.
+const BACKPRESSURE_SLOTS: usize = 8 * 1024;
 
 fn ours(ctx: &TracingContext<CudaBackend>, threads: usize, lists: usize, next: bool) -> Run {
     let before = ctx.stats();
@@ -332,7 +333,7 @@ fn main() {
     let device = cuda.context().name().unwrap_or_else(|_| "unknown".to_owned());
     println!("device: {device}; {} CPU cores; {ZONES_PER_LIST} zones per list; {lists} lists per thread; best of {RUNS}", results::cores_available());
 
-    let config = Config { initial_capacity: 1024, max_capacity: 64 * 1024, ..Config::default() };
+    let config = Config { initial_capacity: 1024, ..Config::default() };
     let ctx = TracingContext::builder(cuda.clone()).config(config).build().expect("context");
     let started = Instant::now();
     let seed_ctx = SeedContext::new(cuda.clone(), SEED_QUERY_CAPACITY).expect("seed context");

@@ -43,6 +43,9 @@ use crate::submit::SubmissionLinks;
 use crate::sync::Ordering;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+/// In `Collector::waiting`, a place given up by a list dropped unsubmitted (no slot).
+const VOID: u32 = crate::freelist::NIL;
+
 /// Anchors kept for placing lists collected late: at one per `anchor_interval` (5 ms by
 /// default), the last 320 ms or more.
 pub(crate) const ANCHORS: usize = if cfg!(loom) { 2 } else { 64 };
@@ -156,9 +159,12 @@ pub(crate) fn read_phase<B: Backend>(ctx: &Inner<B>, wait: bool, contended: bool
         .collect();
     keyed.sort_unstable();
     if contended {
+        // Start at the next lane of those taken, in turn: every lane gets its re-probes.
+        let mut lanes: Vec<u32> = keyed.iter().map(|&(entry, _, _)| entry).collect();
+        lanes.dedup();
         // Relaxed: only spreads the probes; any value is correct.
-        let start = ctx.probe_cursor.fetch_add(1, Ordering::Relaxed) % crate::lanes::ENTRIES as u32;
-        let split = keyed.partition_point(|&(entry, _, _)| entry < start);
+        let turn = ctx.probe_cursor.fetch_add(1, Ordering::Relaxed) as usize % lanes.len();
+        let split = keyed.partition_point(|&(entry, _, _)| entry < lanes[turn]);
         keyed.rotate_left(split);
     }
     let (mut read, mut retry) = (ListChain::default(), ListChain::default());
@@ -215,10 +221,7 @@ fn read_list<B: Backend>(
 ) -> Result<bool, BackendError> {
     let backend = &ctx.backend;
     // Safety: the caller took this list from a queue: it owns the records.
-    let (len, kind) = ctx.pool.slot(first).record.with(|r| unsafe { ((*r).list_len, (*r).list_kind) });
-    if kind == ListKind::Void {
-        return Ok(true);
-    }
+    let len = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_len });
     slots.clear();
     let mut index = first;
     for _ in 0..len {
@@ -446,6 +449,11 @@ impl<B: Backend> Collector<B> {
             self.waiting_lists += 1;
             touched.push(seq.entry);
         }
+        // Places given up by lists dropped unsubmitted: skipped when their turn comes.
+        for void in std::mem::take(&mut *crate::sync::lock(&ctx.void_places)) {
+            self.waiting.entry(void.entry).or_default().insert(void.seq, VOID);
+            touched.push(void.entry);
+        }
         if force {
             touched.extend(self.waiting.keys().copied());
         }
@@ -466,13 +474,15 @@ impl<B: Backend> Collector<B> {
             if lists.is_empty() {
                 self.waiting.remove(&entry);
             }
-            self.waiting_lists -= 1;
             self.next_place[entry as usize] = place + 1;
-            let (chain, failure) = self.emit_list(ctx, first, report);
-            if let Some(e) = failure {
-                fail(report, e);
+            if first != VOID {
+                self.waiting_lists -= 1;
+                let (chain, failure) = self.emit_list(ctx, first, report);
+                if let Some(e) = failure {
+                    fail(report, e);
+                }
+                append(ctx, &mut release, chain);
             }
-            append(ctx, &mut release, chain);
             if let Some(head) = self.next_of(ctx, entry, force) {
                 heads.push(head);
             }
@@ -503,8 +513,10 @@ impl<B: Backend> Collector<B> {
             None if force => lists.first_key_value()?,
             None => return None,
         };
-        // Safety: the emitter owns every list in `waiting`.
-        let id = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_id });
+        // Safety: the emitter owns every list in `waiting`. A void place goes first: it
+        // only unblocks its lane.
+        let id =
+            if first == VOID { 0 } else { ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_id }) };
         Some(std::cmp::Reverse((id, entry, place, first)))
     }
 
@@ -604,7 +616,6 @@ impl<B: Backend> Collector<B> {
         let chain = Chain { first, last: record.list_last, len: record.list_len };
         let mut failure = None;
         let placed = match record.list_kind {
-            ListKind::Void => return (chain, None),
             ListKind::Read => match self.place(ctx, &head.event) {
                 Ok(placed) => Some(placed),
                 Err(e) => {

@@ -179,8 +179,10 @@ pub(crate) struct Inner<B: Backend> {
     /// Lists a collector found incomplete, and lists whose times were read (collector.rs).
     pub(crate) retry: SubmissionQueue,
     pub(crate) read: SubmissionQueue,
-    /// Each list's place in its home lane's order (lanes.rs).
+    /// Each list's place in its home lane's order (lanes.rs), and the places given up by
+    /// lists dropped unsubmitted, for the emitter to skip.
     pub(crate) lanes: LaneTable,
+    pub(crate) void_places: Mutex<Vec<LaneSeq>>,
     pub(crate) counters: Counters,
     pub(crate) info: ContextInfo,
     /// The emitting collector's state: one emitter at a time.
@@ -208,13 +210,15 @@ impl<B: Backend> Inner<B> {
         self.counters.recorded.add(LISTS_DISCARDED, 1);
     }
 
-    /// Owned -> Submitted: puts a list's events on the submission queue. A void list (one
-    /// slot holding the place of a list dropped unsubmitted) is not counted as submitted.
-    pub(crate) fn enqueue(&self, used: Run, list_id: u64, home: Option<LaneSeq>, kind: ListKind) {
-        let void = kind == ListKind::Void;
-        if !void {
-            self.counters.recorded.add(LISTS_SUBMITTED, 1);
-        }
+    /// A list dropped unsubmitted gives up its place in its lane's order (the collector skips
+    /// it). Not on the recording path: a short lock, taken once per such list.
+    pub(crate) fn void_place(&self, place: LaneSeq) {
+        lock(&self.void_places).push(place);
+    }
+
+    /// Owned -> Submitted: puts a list's events on the submission queue.
+    pub(crate) fn enqueue(&self, used: Run, list_id: u64, home: Option<LaneSeq>) {
+        self.counters.recorded.add(LISTS_SUBMITTED, 1);
         let Some(home) = home.filter(|_| used.len > 0) else {
             self.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
             return;
@@ -226,12 +230,10 @@ impl<B: Backend> Inner<B> {
             (*r).list_len = used.len;
             (*r).list_id = list_id;
             (*r).list_seq = home;
-            (*r).list_kind = kind;
+            (*r).list_kind = ListKind::Submitted;
         });
         self.pool.mark_submitted(used.len);
-        if !void {
-            self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
-        }
+        self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
         self.queue.push(&self.pool, used.first);
     }
 
@@ -257,7 +259,7 @@ impl<B: Backend> Inner<B> {
             emitted = true;
             drop(collector);
             crate::sync::fence_seq_cst();
-            if inner.read.is_empty() {
+            if inner.read.is_empty() && lock(&inner.void_places).is_empty() {
                 break;
             }
         }
@@ -323,7 +325,10 @@ impl<B: Backend> Drop for Inner<B> {
     /// and lists held back for a neighbour that will never come now, are emitted.
     fn drop(&mut self) {
         let mut collector = lock(&self.collector);
-        let left = !self.queue.is_empty() || !self.retry.is_empty() || !self.read.is_empty();
+        let left = !self.queue.is_empty()
+            || !self.retry.is_empty()
+            || !self.read.is_empty()
+            || !lock(&self.void_places).is_empty();
         if left || collector.waiting_lists() > 0 {
             let _ = self.flush(&mut collector, true);
         }
@@ -472,6 +477,7 @@ impl<B: Backend> Builder<B> {
             retry: SubmissionQueue::new(),
             read: SubmissionQueue::new(),
             lanes: LaneTable::new(),
+            void_places: Mutex::new(Vec::new()),
             counters: Counters {
                 recorded: Tally::new(),
                 dropped_zones: AtomicUsize::new(0),

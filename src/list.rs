@@ -20,7 +20,7 @@ use crate::error::RecordError;
 use crate::freelist::{Chain, NIL};
 use crate::lanes::LaneSeq;
 use crate::location::Location;
-use crate::pool::{AcquireError, EventRecord, ListKind};
+use crate::pool::{AcquireError, EventRecord};
 use crate::sync::consts::MAX_DEPTH;
 use crate::sync::{Arc, Ordering};
 
@@ -335,7 +335,7 @@ impl<B: Backend> EventList<B> {
         if let Some(spare) = spare.chain() {
             self.ctx.pool.release_owned(spare);
         }
-        self.ctx.enqueue(used, self.id, self.home, ListKind::Submitted);
+        self.ctx.enqueue(used, self.id, self.home.take());
     }
 
     pub(crate) fn context(&self) -> &Arc<Inner<B>> {
@@ -353,16 +353,7 @@ impl<B: Backend> Drop for EventList<B> {
             slot.record.with_mut(|r| unsafe { *r = EventRecord::default() });
             index = slot.link.load(Ordering::Relaxed);
         }
-        // A list that took a place in its lane's order keeps its first slot to hand that
-        // place to the collector (a void list); every other slot goes back at once.
-        let mut rest = self.used;
-        let place = self.home.filter(|_| rest.len > 0).map(|home| {
-            let first = rest.first;
-            rest.len -= 1;
-            rest.first = pool.slot(first).link.load(Ordering::Relaxed);
-            (first, home)
-        });
-        let chain = match (rest.chain(), self.spare.chain()) {
+        let chain = match (self.used.chain(), self.spare.chain()) {
             (Some(used), Some(spare)) => {
                 pool.slot(used.last).link.store(spare.first, Ordering::Relaxed);
                 Some(Chain { first: used.first, last: spare.last, len: used.len + spare.len })
@@ -375,9 +366,10 @@ impl<B: Backend> Drop for EventList<B> {
         if self.used.len > 0 {
             self.ctx.count_discarded();
         }
-        if let Some((first, home)) = place {
-            let void = Run { first, last: first, len: 1 };
-            self.ctx.enqueue(void, self.id, Some(home), ListKind::Void);
+        // Its place in its lane's order is given up, so that later lists of the lane do
+        // not wait for it.
+        if let Some(home) = self.home {
+            self.ctx.void_place(home);
         }
     }
 }

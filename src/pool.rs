@@ -62,9 +62,6 @@ pub(crate) enum ListKind {
     Read,
     /// Its times could not be read: its zones are dropped.
     Failed,
-    /// A list dropped unsubmitted after it took a place in its lane's order: one slot that
-    /// only holds the place, so that later lists of the lane are not kept waiting.
-    Void,
 }
 
 impl Default for EventRecord {

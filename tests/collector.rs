@@ -104,6 +104,11 @@ fn a_list_dropped_unsubmitted_does_not_hold_back_its_stream() {
     let kept = record(&ctx, &sim, &stream, "kept", 100);
     ctx.submit(kept).unwrap();
     drop(dropped);
+    assert_eq!(
+        (ctx.stats().owned, ctx.stats().submitted),
+        (0, 2),
+        "a dropped list returns every slot at once"
+    );
     sim.advance(1_000);
     ctx.collect().unwrap();
     assert_eq!(names(&sink.zones()), ["kept"]);
