@@ -7,9 +7,12 @@
 //!   ([`freelist`]), in pages created on demand;
 //! - per-command-buffer [`EventList`]s that reserve slots in batches and record zones with
 //!   no lock (`zone_next` joins adjacent zones with one event);
-//! - an MPSC submission queue, drained in submission order by [`TracingContext::collect`],
-//!   which never blocks on the GPU and releases every collected slot in one CAS;
-//! - timestamps rebased on recent anchors and kept in `i64` nanoseconds;
+//! - an MPSC submission queue, drained by [`TracingContext::collect`]: any number of threads
+//!   read times at once, one emits; zones of each stream reach the sinks in GPU order, no
+//!   stream waits for another, nothing blocks on the GPU, and every collected slot goes back
+//!   in one CAS;
+//! - timestamps chained within a list and placed from the nearest recent anchor, in `i64`
+//!   nanoseconds;
 //! - zones delivered to [`sink`]s: memory, Chrome/Perfetto JSON, Tracy (feature `tracy`).
 //!
 //! The GPU is reached through the [`Backend`] trait: [`sim`] (a simulated GPU, the default)
@@ -29,7 +32,7 @@
 //!     list.zone_next(&stream, location!("dispatch"))?;
 //! }
 //! list.zone_end(&stream)?;
-//! ctx.submit(list).map_err(|e| e.to_string())?;
+//! ctx.submit(list)?;
 //! ctx.flush()?;
 //! assert_eq!(zones.zones().len(), 4);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -1,8 +1,10 @@
 //! Where collected zones go: the only way zones leave the crate.
 //!
-//! The collector calls a sink, one batch per collected list, in submission order. Only the
-//! collector calls sinks, and only one collector runs at a time, so a sink needs `Send` but not
-//! `Sync`, and never sees two calls at once.
+//! The collector calls a sink, one batch per collected list: the batches of one lane (the
+//! home lane of each list: the stream of its first event) arrive in that lane's GPU order;
+//! batches of different lanes interleave. Only the emitting collector calls sinks, and only
+//! one emits at a time, so a sink needs `Send` but not `Sync`, and never sees two calls at
+//! once. A sink that panics is caught and reported; it keeps getting later batches.
 //!
 //! - [`memory`]: keeps zones in memory (tests, in-process analysis).
 //! - [`chrome`]: Chrome trace event JSON, loadable in Perfetto and `chrome://tracing`.
@@ -86,7 +88,7 @@ pub trait Sink: Send {
         let _ = (context, lane, name);
         Ok(())
     }
-    /// The zones of one list. Batches arrive in submission order.
+    /// The zones of one list. Batches of one lane arrive in that lane's GPU order.
     fn zones(&mut self, context: &ContextInfo, batch: ZoneBatch<'_>) -> std::io::Result<()>;
     /// Makes everything written so far durable (called by `flush` and when the context ends).
     fn flush(&mut self) -> std::io::Result<()> {
