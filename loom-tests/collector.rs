@@ -248,3 +248,27 @@ fn a_failing_read_and_a_failing_sink_lose_no_slot() {
         assert_eq!(received(&sink).len(), 1, "the list whose read failed is dropped, the other emitted");
     });
 }
+
+/// A flush races a collect over two submitted lists of two lanes: the flush keeps new readers
+/// out and waits for one already reading, so once it returns both lists have reached the
+/// sinks, each once, whichever call read them.
+#[test]
+fn a_flush_racing_a_collect_emits_every_list_once() {
+    common::model(|| {
+        let (_backend, sink, ctx) = context(4, 4, 2);
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "x")).unwrap();
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(1), "y")).unwrap();
+        let collector = {
+            let ctx = ctx.clone();
+            thread::spawn(move || drop(ctx.collect().unwrap()))
+        };
+        ctx.flush().unwrap();
+        let mut names: Vec<String> = received(&sink).into_iter().map(|(name, _, _)| name).collect();
+        names.sort();
+        assert_eq!(names, ["x", "y"], "flush returned before a list read by the collector was emitted");
+        collector.join().unwrap();
+        assert_eq!(received(&sink).len(), 2);
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.submitted, stats.lists_collected), (0, 2));
+    });
+}
