@@ -610,3 +610,45 @@ fn collecting_beside_a_global_mode_capture_leaves_the_capture_valid() {
         "control: a query during a global capture invalidates it (the hazard the collector avoids)"
     );
 }
+
+/// A thread that has another context current (another library's, here a second context on
+/// the same device) records, collects and flushes through the backend: after every call its
+/// own context is current again.
+#[test]
+fn calls_leave_the_threads_current_context_as_they_found_it() {
+    use cudarc::driver::sys;
+    let Some(gpu) = gpu("calls_leave_the_threads_current_context_as_they_found_it") else { return };
+    let current = || {
+        let mut ctx = std::ptr::null_mut();
+        // Safety: a valid out-pointer.
+        assert_eq!(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, sys::CUresult::CUDA_SUCCESS);
+        ctx
+    };
+    let (ctx, sink) = gpu.context(config(4, 64, 4));
+    let stream = gpu.cuda.new_stream().unwrap();
+    let mut device = 0;
+    let mut other = std::ptr::null_mut();
+    // Safety: valid out-pointers; `cuCtxCreate` makes the new context current on this thread.
+    unsafe {
+        assert_eq!(sys::cuDeviceGet(&mut device, 0), sys::CUresult::CUDA_SUCCESS);
+        assert_eq!(sys::cuCtxCreate_v2(&mut other, 0, device), sys::CUresult::CUDA_SUCCESS);
+    }
+    assert_eq!(current(), other);
+    let mut list = ctx.list();
+    list.zone_begin(&stream, location!("beside another context")).unwrap();
+    assert_eq!(current(), other, "record");
+    gpu.spin.launch(&stream, 100 * US).unwrap();
+    list.zone_end(&stream).unwrap();
+    ctx.submit(list).unwrap();
+    ctx.collect().unwrap();
+    assert_eq!(current(), other, "collect");
+    ctx.flush().unwrap();
+    assert_eq!(current(), other, "flush");
+    let _ = gpu.cuda.new_stream().unwrap();
+    assert_eq!(current(), other, "new_stream");
+    assert_eq!(sink.zones().len(), 1);
+    assert_measures(&sink.zones()[0], 100 * US);
+    // Safety: created above, destroyed once; nothing of ours lives in it.
+    assert_eq!(unsafe { sys::cuCtxDestroy_v2(other) }, sys::CUresult::CUDA_SUCCESS);
+    assert_no_slot_leaked(&ctx);
+}

@@ -22,8 +22,9 @@
 //!
 //! `elapsed_ms` never blocks: it calls `cuEventElapsedTime` directly, not `cudarc`'s
 //! `CudaEvent::elapsed_ms` (which synchronizes both events first). Every call makes the
-//! backend's context current on the calling thread (`CudaContext::bind_to_thread`), so any
-//! thread may record and any thread may collect. Failures are [`BackendError`]s with the
+//! backend's context current on the calling thread if it is not already, and puts the
+//! thread's previous context back before returning, so any thread may record and any thread
+//! may collect, and a thread that also drives other contexts is never left switched. Failures are [`BackendError`]s with the
 //! driver call in `call` and the `CUresult` name (`"CUDA_ERROR_INVALID_HANDLE"`) in `code`.
 //!
 //! # Graphs: zone nodes time the graph's first launch
@@ -157,13 +158,14 @@ impl CudaBackend {
 
     /// A new stream (non-blocking) on the backend's context.
     pub fn new_stream(&self) -> Result<Arc<CudaStream>, BackendError> {
+        let _current = self.bind()?;
         self.ctx.new_stream().map_err(driver("cuStreamCreate"))
     }
 
     /// A new, empty graph, for kernel nodes and zone nodes
     /// ([`EventList::graph_zone_begin`](crate::EventList::graph_zone_begin)).
     pub fn new_graph(&self) -> Result<Graph, BackendError> {
-        self.bind()?;
+        let _current = self.bind()?;
         let mut raw = std::ptr::null_mut();
         // Safety: `raw` is a valid out-pointer; the context is current.
         check("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut raw, 0) })?;
@@ -176,8 +178,44 @@ impl CudaBackend {
         Ok(Graph { template: Arc::new(template), _not_sync: PhantomData })
     }
 
-    fn bind(&self) -> Result<(), BackendError> {
-        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))
+    fn bind(&self) -> Result<Current, BackendError> {
+        Current::bind(&self.ctx)
+    }
+}
+
+/// The backend's context made current on the calling thread for one call, and the thread's
+/// previous current context put back when dropped: a thread that also drives another context
+/// (another library's, or another device's) is never left switched.
+///
+/// When the backend's context is already current (the usual case) this costs one
+/// `cuCtxGetCurrent` and changes nothing.
+#[must_use = "the context is current only while this lives"]
+struct Current {
+    /// The context to restore (null: none was current), when the call changed it.
+    previous: Option<sys::CUcontext>,
+}
+
+impl Current {
+    fn bind(ctx: &CudaContext) -> Result<Self, BackendError> {
+        let previous = cudarc::driver::result::ctx::get_current().map_err(driver("cuCtxGetCurrent"))?;
+        if previous == Some(ctx.cu_ctx()) {
+            return Ok(Self { previous: None });
+        }
+        // Safety: the context is live (the backend holds an Arc to it).
+        unsafe { cudarc::driver::result::ctx::set_current(ctx.cu_ctx()) }
+            .map_err(driver("cuCtxSetCurrent"))?;
+        Ok(Self { previous: Some(previous.unwrap_or(std::ptr::null_mut())) })
+    }
+}
+
+impl Drop for Current {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous {
+            // Safety: the context that was current when the call began (or null, which
+            // unbinds): it was live then, and it is not ours to destroy. Nothing can report
+            // a failure from here.
+            let _ = unsafe { cudarc::driver::result::ctx::set_current(previous) };
+        }
     }
 }
 
@@ -246,7 +284,7 @@ impl Drop for TimingEvent {
     fn drop(&mut self) {
         self.rebind(None);
         // Nothing can report a failure from here: binding and destroying are best effort.
-        let _ = self.ctx.bind_to_thread();
+        let _current = Current::bind(&self.ctx);
         // Safety: the event was created by `cuEventCreate`, is destroyed only here, and no
         // graph instance will record it again (`rebind` abandoned any untimed graph).
         let _ = unsafe { sys::cuEventDestroy_v2(self.raw) };
@@ -264,7 +302,7 @@ impl Backend for CudaBackend {
     }
 
     fn create_event(&self) -> Result<TimingEvent, BackendError> {
-        self.bind()?;
+        let _current = self.bind()?;
         let mut raw = std::ptr::null_mut();
         // Safety: `raw` is a valid out-pointer; the context is current. CU_EVENT_DEFAULT
         // keeps timing on (cudarc's `new_event(None)` would disable it).
@@ -294,7 +332,7 @@ impl Backend for CudaBackend {
         if !Arc::ptr_eq(stream.context(), &self.ctx) && **stream.context() != *self.ctx {
             return Err(error("cuEventRecord", sys::CUresult::CUDA_ERROR_INVALID_CONTEXT));
         }
-        self.bind()?;
+        let _current = self.bind()?;
         // Before the record: an untimed graph it leaves must not record it after this.
         event.rebind(None);
         // Safety: both handles are live (the event is owned by the caller's slot, the stream
@@ -312,7 +350,7 @@ impl Backend for CudaBackend {
         if lock(&template.timing.state).instantiated {
             return Err(BackendError::new("cuGraphAddEventRecordNode", GRAPH_ALREADY_INSTANTIATED));
         }
-        self.bind()?;
+        let _current = self.bind()?;
         event.rebind(Some(&template.timing));
         let mut node = std::ptr::null_mut();
         // Safety: `node` is a valid out-pointer; the graph is live and, being `!Sync`, used
@@ -354,7 +392,7 @@ impl Backend for CudaBackend {
     fn elapsed_ms(&self, start: &TimingEvent, end: &TimingEvent) -> Result<Option<f32>, BackendError> {
         start.check_launched("cuEventElapsedTime")?;
         end.check_launched("cuEventElapsedTime")?;
-        self.bind()?;
+        let _current = self.bind()?;
         let mut ms = 0.0f32;
         // Safety: `ms` is a valid out-pointer; both events are live timing events.
         match unsafe { sys::cuEventElapsedTime(&mut ms, start.raw, end.raw) } {
@@ -421,7 +459,7 @@ unsafe impl Sync for GraphTemplate {}
 
 impl Drop for GraphTemplate {
     fn drop(&mut self) {
-        let _ = self.ctx.bind_to_thread();
+        let _current = Current::bind(&self.ctx);
         // Safety: the last owner destroys the graph once; its instances are already gone
         // (each holds an Arc to this template).
         let _ = unsafe { sys::cuGraphDestroy(self.raw) };
@@ -455,7 +493,7 @@ impl Graph {
     /// Makes a launchable instance. After this, zone nodes can no longer be added.
     pub fn instantiate(&self) -> Result<GraphExec, BackendError> {
         let template = &self.template;
-        template.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        let _current = Current::bind(&template.ctx)?;
         lock(&template.timing.state).instantiated = true;
         let nodes = lock(&template.zone_nodes).clone();
         let mut exec = GraphExec {
@@ -547,7 +585,7 @@ impl GraphExec {
     /// its zones hold this launch's times once it completes (submit their list after this
     /// call). Every later launch, of this or any other instance, is untimed.
     pub fn launch(&mut self, stream: &CudaStream) -> Result<GraphLaunch, BackendError> {
-        self.template.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        let _current = Current::bind(&self.template.ctx)?;
         if !self.detached {
             let timing = Arc::clone(&self.template.timing);
             let mut state = lock(&timing.state);
@@ -599,7 +637,7 @@ impl GraphExec {
 
 impl Drop for GraphExec {
     fn drop(&mut self) {
-        let _ = self.template.ctx.bind_to_thread();
+        let _current = Current::bind(&self.template.ctx);
         if !self.raw.is_null() {
             // Safety: made by `cuGraphInstantiateWithFlags`, destroyed only here; the driver
             // defers the release until launches in flight complete.
@@ -639,7 +677,7 @@ impl std::fmt::Debug for SpinKernel {
 impl SpinKernel {
     /// Loads the kernel into the backend's context.
     pub fn load(backend: &CudaBackend) -> Result<Self, BackendError> {
-        backend.bind()?;
+        let _current = backend.bind()?;
         let mut module = std::ptr::null_mut();
         // Safety: valid out-pointer; the image is NUL-terminated PTX text.
         let result = unsafe { sys::cuModuleLoadData(&mut module, SPIN_PTX.as_ptr().cast::<c_void>()) };
@@ -657,7 +695,7 @@ impl SpinKernel {
 
     /// Queues a spin of `duration_ns` on `stream`.
     pub fn launch(&self, stream: &CudaStream, duration_ns: u64) -> Result<(), BackendError> {
-        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        let _current = Current::bind(&self.ctx)?;
         let mut duration = duration_ns;
         let mut params = [(&mut duration as *mut u64).cast::<c_void>()];
         // Safety: the function is live (module loaded while `self` lives) and takes one u64
@@ -687,7 +725,7 @@ impl SpinKernel {
         dependencies: &[GraphNode],
         duration_ns: u64,
     ) -> Result<GraphNode, BackendError> {
-        self.ctx.bind_to_thread().map_err(driver("cuCtxSetCurrent"))?;
+        let _current = Current::bind(&self.ctx)?;
         let mut duration = duration_ns;
         let mut params = [(&mut duration as *mut u64).cast::<c_void>()];
         // Safety: all-zero is a valid value of this plain C struct (null handles and
@@ -721,7 +759,7 @@ impl SpinKernel {
 
 impl Drop for SpinKernel {
     fn drop(&mut self) {
-        let _ = self.ctx.bind_to_thread();
+        let _current = Current::bind(&self.ctx);
         // Safety: loaded in `load`, unloaded only here.
         let _ = unsafe { sys::cuModuleUnload(self.module) };
     }
