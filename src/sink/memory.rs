@@ -108,3 +108,36 @@ impl Sink for MemorySink {
         Ok(())
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::MemorySink;
+    use crate::sim::SimBackend;
+    use crate::{location, TracingContext};
+
+    #[test]
+    fn take_zones_drains_what_zones_only_copies() {
+        let sim = SimBackend::manual();
+        let stream = sim.stream();
+        let memory = MemorySink::new();
+        let ctx = TracingContext::builder(sim.clone()).sink(memory.clone()).build().unwrap();
+        let record = |name| {
+            let mut list = ctx.list();
+            list.zone_begin(&stream, name).unwrap();
+            sim.launch(&stream, 1_000);
+            list.zone_end(&stream).unwrap();
+            ctx.submit(list).unwrap();
+            ctx.flush().unwrap();
+        };
+        record(location!("first"));
+        assert_eq!(memory.zones().len(), 1);
+        assert_eq!(memory.zones().len(), 1, "zones() keeps them");
+        let taken = memory.take_zones();
+        assert_eq!(taken.iter().map(|z| z.location.name()).collect::<Vec<_>>(), ["first"]);
+        assert!(memory.zones().is_empty() && memory.batches().is_empty(), "take_zones() drains");
+        record(location!("second"));
+        let taken = memory.take_zones();
+        assert_eq!(taken.iter().map(|z| z.location.name()).collect::<Vec<_>>(), ["second"]);
+        assert!(memory.info().is_some(), "the context info stays");
+    }
+}
