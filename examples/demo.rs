@@ -37,9 +37,9 @@ struct Args {
     /// Most events the pool may grow to (zones beyond are dropped and counted).
     #[arg(long, default_value_t = 16384)]
     capacity: u32,
-    /// Events created up front.
-    #[arg(long, default_value_t = 64)]
-    initial_capacity: u32,
+    /// Events created up front [default: 64, or --capacity if that is smaller].
+    #[arg(long)]
+    initial_capacity: Option<u32>,
     /// What to record: off, coarse (command buffers) or fine (also dispatches).
     #[arg(long, default_value = "fine")]
     verbosity: Verbosity,
@@ -115,6 +115,9 @@ mod cuda_gpu {
     }
 }
 
+/// `--initial-capacity` when not given (cut to `--capacity`).
+const DEFAULT_INITIAL_CAPACITY: u32 = 64;
+
 const KERNELS: [(&str, i64); 5] =
     [("matmul", 24_000), ("softmax", 6_000), ("layernorm", 4_000), ("gelu", 3_000), ("copy", 9_000)];
 
@@ -144,22 +147,25 @@ fn main() {
 
 fn run<G: DemoGpu>(gpu: G, args: &Args) -> Result<(), String> {
     let memory = MemorySink::new();
+    // On the host clock, exactly (`ts` 0 is when the sink was made).
     let trace = ChromeTraceSink::create(&args.trace)
-        .map_err(|e| format!("cannot create trace file {}: {e}", args.trace.display()))?;
+        .map_err(|e| format!("cannot create trace file {}: {e}", args.trace.display()))?
+        .with_backend_clock(&gpu);
+    let initial_capacity = args.initial_capacity.unwrap_or(DEFAULT_INITIAL_CAPACITY.min(args.capacity));
     let builder = TracingContext::builder(gpu.clone())
         .name("demo")
-        .capacity(args.initial_capacity, args.capacity)
+        .capacity(initial_capacity, args.capacity)
         .verbosity(args.verbosity)
         .sink(memory.clone())
         .sink(trace);
     #[cfg(feature = "tracy")]
     let builder = with_tracy(builder, &gpu, args);
     let ctx = builder.build().map_err(|e| format!("cannot create the tracing context: {e}"))?;
-    let streams: Vec<Mutex<G::Stream>> =
-        (0..args.streams).map(|_| gpu.new_stream().map(Mutex::new)).collect::<Result<_, _>>()?;
+    let streams: Vec<G::Stream> = (0..args.streams).map(|_| gpu.new_stream()).collect::<Result<_, _>>()?;
     for (i, stream) in streams.iter().enumerate() {
-        ctx.name_stream(&*stream.lock().unwrap_or_else(|p| p.into_inner()), format!("queue {i}"));
+        ctx.name_stream(stream, format!("queue {i}"));
     }
+    let streams: Vec<Mutex<G::Stream>> = streams.into_iter().map(Mutex::new).collect();
 
     let total_lists = u64::from(args.threads) * u64::from(args.lists);
     let bar = ProgressBar::new(total_lists).with_style(

@@ -327,7 +327,12 @@ impl<E> Pool<E> {
         debug_assert!(k < MAX_PAGES);
         let len = self.page_len(k);
         let start = self.page_start(k) as u32;
-        let mut slots = Vec::with_capacity(len);
+        let mut slots = Vec::new();
+        // A page too large for memory is an error, not an abort (`with_capacity` aborts).
+        slots.try_reserve_exact(len).map_err(|e| {
+            let bytes = len.saturating_mul(std::mem::size_of::<Slot<E>>());
+            BackendError::new("allocate event page", format!("{len} slots ({bytes} bytes): {e}"))
+        })?;
         for i in 0..len as u32 {
             let next = if i + 1 < len as u32 { start + i + 1 } else { NIL };
             slots.push(Slot {
@@ -427,6 +432,17 @@ mod tests {
             n += 1;
             Ok(n)
         }
+    }
+
+    #[test]
+    fn a_page_too_large_for_memory_is_an_error_not_an_abort() {
+        // 2^31 slots of over 128 KiB: over 256 TiB, more than a 48-bit address space holds
+        // (and than any machine's memory), so the allocation fails before any event is made.
+        type Big = [u8; 1 << 17];
+        let never = || -> Result<Big, BackendError> { Err(BackendError::new("create", "not reached")) };
+        let error = Pool::<Big>::new(1 << 31, 1 << 31, never).map(|_| ()).unwrap_err();
+        assert_eq!(error.call, "allocate event page");
+        assert!(error.code.starts_with("2147483648 slots"), "{}", error.code);
     }
 
     #[test]

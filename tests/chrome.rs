@@ -1,9 +1,33 @@
-//! The Chrome/Perfetto trace: valid JSON, one complete event per zone, correct nesting.
+//! The Chrome/Perfetto trace: valid JSON, one complete event per zone, correct nesting; on
+//! the host clock it lines up with a CPU trace of the same run.
 
 use gpu_event_pool::sim::SimBackend;
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
-use gpu_event_pool::{location, TracingContext, Verbosity};
+use gpu_event_pool::sink::chrome::{ChromeClock, ChromeTraceSink};
+use gpu_event_pool::sink::memory::MemorySink;
+use gpu_event_pool::{location, Backend, TracingContext, Verbosity};
 use serde_json::Value;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tracing_subscriber::layer::SubscriberExt;
+
+/// A fresh directory for one test's files.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpu-event-pool-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn parse(path: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not valid JSON ({e}): {text}", path.display()))
+}
+
+/// `ts` (or another key) of one event, read from its raw text: nanoseconds, exactly.
+fn raw_ns(text: &str, name: &str, key: &str) -> i64 {
+    let line = text.lines().find(|l| l.contains(&format!("\"name\":\"{name}\""))).unwrap();
+    micros_to_ns(line, key)
+}
 
 /// Reads the number after `"key":` in one event's raw JSON text (serde_json would make it an
 /// f64, hiding whether the file kept three decimals).
@@ -83,5 +107,202 @@ fn chrome_trace_has_one_complete_event_per_zone_nested_per_stream() {
     assert!(dispatch["args"]["file"].as_str().unwrap().ends_with("chrome.rs"));
     assert_eq!(dispatch["args"]["depth"], 1);
     assert!(dispatch["args"]["list"].as_u64().unwrap() >= 1);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn gpu_zones_fall_inside_the_cpu_span_that_waited_for_them_in_a_merged_trace() {
+    let dir = scratch("merged");
+    let (cpu_path, gpu_path, merged_path) =
+        (dir.join("cpu.json"), dir.join("gpu.json"), dir.join("merged.json"));
+    // tracing-chrome writes ts as microseconds since an Instant taken inside `build()`: take
+    // the GPU trace's origin right after it.
+    let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new().file(&cpu_path).build();
+    let origin = Instant::now();
+    // Without a shared origin the two clocks would be this far apart (the simulated GPU's
+    // host clock starts at its creation): far outside the tolerance below.
+    std::thread::sleep(Duration::from_millis(50));
+    let gpu = SimBackend::realtime();
+    let stream = gpu.stream();
+    let trace =
+        ChromeTraceSink::create(&gpu_path).unwrap().with_origin(origin).with_backend_clock(&gpu).with_pid(2);
+    let ctx = TracingContext::builder(gpu.clone()).name("gpu").sink(trace).build().unwrap();
+    ctx.name_stream(&stream, "compute");
+
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let _step = tracing::info_span!("step").entered();
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("kernel")).unwrap();
+        let done = gpu.launch(&stream, 2_000_000);
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        // The span ends only once the GPU has run the kernel (the sim's clock is the host's).
+        while gpu.now() < done {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    });
+    ctx.flush().unwrap();
+    drop(ctx);
+    drop(guard);
+
+    let mut merged = parse(&cpu_path);
+    merged.extend(parse(&gpu_path));
+    std::fs::write(&merged_path, serde_json::to_string(&merged).unwrap()).unwrap();
+    let merged = parse(&merged_path);
+    let cpu_at = |ph: &str| {
+        let event = merged.iter().find(|e| e["name"] == "step" && e["ph"] == ph).unwrap();
+        assert_ne!(event["pid"], 2, "the GPU's pid is its own");
+        (event["ts"].as_f64().unwrap() * 1e3) as i64
+    };
+    let (span_begin, span_end) = (cpu_at("B"), cpu_at("E"));
+    let kernel = merged.iter().find(|e| e["name"] == "kernel").unwrap();
+    assert_eq!(kernel["pid"], 2);
+    let track = merged.iter().find(|e| e["name"] == "thread_name" && e["pid"] == 2).unwrap();
+    assert_eq!(track["args"]["name"], "compute");
+    let begin = (kernel["ts"].as_f64().unwrap() * 1e3) as i64;
+    let end = begin + (kernel["dur"].as_f64().unwrap() * 1e3) as i64;
+    // Generous: the mapping is exact to microseconds; the clocks' gap without it is 50 ms.
+    let tolerance = 1_000_000;
+    assert!(
+        span_begin - tolerance <= begin && end <= span_end + tolerance,
+        "GPU zone {begin}..{end} ns is not inside the CPU span {span_begin}..{span_end} ns"
+    );
+    assert!(end - begin >= 2_000_000, "the kernel took its 2 ms");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn host_clock_ts_is_the_zone_host_time_on_the_origin_clock_and_gpu_clock_ts_is_gpu_time() {
+    let dir = scratch("clocks");
+    let gpu = SimBackend::realtime();
+    let stream = gpu.stream();
+    let origin = Instant::now();
+    let memory = MemorySink::new();
+    let host =
+        ChromeTraceSink::create(dir.join("host.json")).unwrap().with_origin(origin).with_backend_clock(&gpu);
+    assert_eq!(host.clock(), ChromeClock::Host, "the default");
+    let gpu_clock = ChromeTraceSink::create(dir.join("gpu.json")).unwrap().with_clock(ChromeClock::Gpu);
+    let ctx =
+        TracingContext::builder(gpu.clone()).sink(memory.clone()).sink(host).sink(gpu_clock).build().unwrap();
+    let mut list = ctx.list();
+    list.zone_begin(&stream, location!("kernel")).unwrap();
+    gpu.launch(&stream, 10_000);
+    list.zone_end(&stream).unwrap();
+    ctx.submit(list).unwrap();
+    ctx.flush().unwrap();
+    drop(ctx);
+
+    let zone = &memory.zones()[0];
+    let sim_origin = gpu.host_clock_origin().unwrap();
+    // The origin was taken after the simulation started: its host clock is ahead.
+    let offset = -i64::try_from(origin.duration_since(sim_origin).as_nanos()).unwrap();
+    assert!(offset < 0);
+    let host_text = std::fs::read_to_string(dir.join("host.json")).unwrap();
+    assert_eq!(raw_ns(&host_text, "kernel", "ts"), zone.host_begin_ns + offset);
+    assert_eq!(raw_ns(&host_text, "kernel", "dur"), zone.host_end_ns - zone.host_begin_ns);
+    let gpu_text = std::fs::read_to_string(dir.join("gpu.json")).unwrap();
+    assert_eq!(raw_ns(&gpu_text, "kernel", "ts"), zone.gpu_begin_ns);
+    for trace in [parse(&dir.join("host.json")), parse(&dir.join("gpu.json"))] {
+        let kernel = trace.iter().find(|e| e["name"] == "kernel").unwrap();
+        assert_eq!(kernel["args"]["gpu_begin_ns"], zone.gpu_begin_ns, "GPU times always in args");
+        assert_eq!(kernel["args"]["gpu_end_ns"], zone.gpu_end_ns);
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn named_streams_get_their_names_as_tracks_and_a_later_name_replaces_the_first() {
+    let dir = scratch("names");
+    let path = dir.join("trace.json");
+    let sim = SimBackend::manual();
+    let (named, renamed, plain) = (sim.stream(), sim.stream(), sim.stream());
+    let ctx =
+        TracingContext::builder(sim.clone()).sink(ChromeTraceSink::create(&path).unwrap()).build().unwrap();
+    let record = |stream| {
+        let mut list = ctx.list();
+        list.zone_begin(stream, location!("work")).unwrap();
+        sim.launch(stream, 1_000);
+        list.zone_end(stream).unwrap();
+        ctx.submit(list).unwrap();
+        sim.advance(2_000);
+        ctx.flush().unwrap();
+    };
+    ctx.name_stream(&named, "copy queue");
+    for stream in [&named, &renamed, &plain] {
+        record(stream);
+    }
+    ctx.name_stream(&renamed, "compute");
+    record(&renamed);
+    drop(ctx);
+
+    let trace = parse(&path);
+    // The zones' tracks, in the order recorded: named, renamed, plain, renamed.
+    let tids: Vec<Value> = trace.iter().filter(|e| e["ph"] == "X").map(|e| e["tid"].clone()).collect();
+    assert_eq!(tids.len(), 4);
+    let last_name = |tid: &Value| {
+        let names: Vec<&Value> = trace
+            .iter()
+            .filter(|e| e["name"] == "thread_name" && &e["tid"] == tid)
+            .map(|e| &e["args"]["name"])
+            .collect();
+        names.last().unwrap().as_str().unwrap().to_owned()
+    };
+    assert_eq!(last_name(&tids[0]), "copy queue");
+    assert_eq!(last_name(&tids[1]), "compute", "the later name is the last thread_name of its track");
+    assert_eq!(tids[1], tids[3], "one track per stream");
+    assert_eq!(
+        last_name(&tids[2]),
+        format!("stream {:#x}", sim.stream_key(&plain)),
+        "unnamed streams keep their key"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn the_trace_is_valid_json_while_an_empty_list_of_a_dropped_context_lives() {
+    let dir = scratch("held-list");
+    let path = dir.join("trace.json");
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let ctx =
+        TracingContext::builder(sim.clone()).sink(ChromeTraceSink::create(&path).unwrap()).build().unwrap();
+    let mut list = ctx.list();
+    list.zone_begin(&stream, location!("work")).unwrap();
+    sim.launch(&stream, 1_000);
+    list.zone_end(&stream).unwrap();
+    ctx.submit(list).unwrap();
+    sim.advance(2_000);
+    let held = ctx.list();
+    drop(ctx); // the last handle flushes; the sink lives on with `held`
+    let trace = parse(&path);
+    assert_eq!(trace.iter().filter(|e| e["ph"] == "X").count(), 1);
+    drop(held);
+    assert_eq!(parse(&path).len(), trace.len(), "closing the sink changes nothing more");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn the_trace_stays_valid_json_across_flushes_and_writes() {
+    let dir = scratch("flushes");
+    let path = dir.join("trace.json");
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let ctx =
+        TracingContext::builder(sim.clone()).sink(ChromeTraceSink::create(&path).unwrap()).build().unwrap();
+    ctx.flush().unwrap();
+    assert_eq!(parse(&path).len(), 1, "only the process name");
+    for round in 1..=3 {
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("work")).unwrap();
+        sim.launch(&stream, 1_000);
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        sim.advance(2_000);
+        ctx.flush().unwrap();
+        let trace = parse(&path);
+        assert_eq!(trace.iter().filter(|e| e["ph"] == "X").count(), round);
+    }
+    drop(ctx);
+    assert_eq!(parse(&path).iter().filter(|e| e["ph"] == "X").count(), 3);
     std::fs::remove_dir_all(dir).ok();
 }

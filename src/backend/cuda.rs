@@ -405,6 +405,10 @@ impl Backend for CudaBackend {
     fn host_now_ns(&self) -> i64 {
         i64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(i64::MAX)
     }
+
+    fn host_clock_origin(&self) -> Option<Instant> {
+        Some(self.origin)
+    }
 }
 
 /// Whether a graph's zones may still be read, and whether its timed launch may still happen.

@@ -65,4 +65,11 @@ pub trait Backend: Send + Sync + 'static {
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<Option<f32>, BackendError>;
     /// The host clock, in nanoseconds (monotonic, arbitrary origin).
     fn host_now_ns(&self) -> i64;
+    /// The [`Instant`](std::time::Instant) at which [`host_now_ns`](Self::host_now_ns) read 0,
+    /// when the host clock is std's monotonic clock (`CLOCK_MONOTONIC` on Linux) counted from
+    /// that instant: sinks use it to put host times on a CPU trace's timeline exactly.
+    /// `None` (the default) when the host clock is some other clock (the manual simulation).
+    fn host_clock_origin(&self) -> Option<std::time::Instant> {
+        None
+    }
 }

@@ -340,6 +340,13 @@ impl Backend for SimBackend {
     fn host_now_ns(&self) -> i64 {
         self.now()
     }
+
+    fn host_clock_origin(&self) -> Option<Instant> {
+        match &self.gpu.clock {
+            Clock::Manual(_) => None,
+            Clock::Realtime(start) => Some(*start),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,34 +4,142 @@
 //! Each zone is one complete event (`"ph":"X"`) with `ts` and `dur` in microseconds written
 //! with exactly three decimals, so nanoseconds survive and adjacent zones (`zone_next`) touch
 //! without overlapping through floating-point rounding. Each context is a process (`pid` =
-//! context id, named after the context); each stream or graph is a thread (`tid` numbered
-//! from 1 in order of first use, named `stream <key>` / `graph <key>`). `args` carry the
-//! file, line, function, list id and nesting depth. Times are GPU time since the context's
-//! base event.
+//! context id unless [`ChromeTraceSink::with_pid`] says otherwise, named after the context);
+//! each stream or graph is a thread (`tid` numbered from 1 in order of first use, named by
+//! [`TracingContext::name_stream`](crate::TracingContext::name_stream), else
+//! `stream <key>` / `graph <key>`). `args` carry the file, line, function, list id, nesting
+//! depth and the zone's GPU times (`gpu_begin_ns`, `gpu_end_ns`: nanoseconds since the
+//! context's base event), whichever clock `ts` is on.
 //!
-//! The closing `]` is written when the sink is dropped (with its context); until then the
-//! file is a valid trace in the array format, whose closing bracket is optional.
+//! # Which clock `ts` is on
+//!
+//! [`ChromeClock::Host`], the default: `ts` is microseconds on std's monotonic clock
+//! ([`Instant`]: `CLOCK_MONOTONIC` on Linux) since the sink's *origin*, an `Instant` that is
+//! the moment the sink was made unless [`ChromeTraceSink::with_origin`] sets it. A CPU tracer
+//! that writes microseconds since its own start `Instant` (`tracing-chrome` does) lines up
+//! with the GPU zones when both share that origin: see `docs/chrome.md`. A zone is placed
+//! through its host times ([`Zone::host_begin_ns`](super::Zone::host_begin_ns)), which are
+//! on the backend's host clock; the sink maps that clock onto `Instant`:
+//!
+//! - exactly, when it knows where the backend's host clock starts
+//!   ([`ChromeTraceSink::with_backend_clock`], from
+//!   [`Backend::host_clock_origin`]: the real-time simulation and CUDA);
+//! - otherwise by reading `Instant::now()` when the context opens the sink, just after the
+//!   context read its host clock for the base calibration pair
+//!   ([`ContextInfo::base`]): late by the time between the two reads (microseconds, more if
+//!   sinks added before this one are slow to open).
+//!
+//! [`ChromeClock::Gpu`]: `ts` is GPU time since the context's base event, the same numbers as
+//! `args.gpu_begin_ns`; it lines up with nothing outside the context.
+//!
+//! # When the file is valid JSON
+//!
+//! A sink made by [`ChromeTraceSink::create`] writes the closing `]` on every flush (the
+//! context's `flush`, and the last handle's) and moves back over it, so the next event
+//! replaces it: the file on disk is a complete JSON array after every flush, even while lists
+//! of a dropped context keep the sink alive. A sink on any other writer
+//! ([`ChromeTraceSink::new`]) cannot move back, so it writes the `]` only when it is dropped
+//! (with its context); until then its output is a valid trace in the array format, whose
+//! closing bracket is optional, but not a complete JSON document.
 
 use super::{ContextInfo, Sink, ZoneBatch};
-use crate::backend::Lane;
+use crate::backend::{Backend, Lane};
 use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::time::Instant;
+
+/// Which clock a [`ChromeTraceSink`] writes `ts` on (module docs, "Which clock").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ChromeClock {
+    /// Microseconds since the sink's origin on std's monotonic clock ([`Instant`]), through
+    /// each zone's host times: lines up with a CPU trace that shares the origin.
+    #[default]
+    Host,
+    /// Microseconds of GPU time since the context's base event.
+    Gpu,
+}
+
+impl ChromeClock {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Host => "host",
+            Self::Gpu => "gpu",
+        }
+    }
+}
+
+/// Both closing texts are this long, so one always covers the other.
+const TRAILER_LEN: i64 = 3;
+
+/// The text that closes the array after `events` events.
+fn trailer(events: usize) -> &'static [u8] {
+    if events == 0 {
+        b"[]\n"
+    } else {
+        b"\n]\n"
+    }
+}
+
+/// A writer the sink can move back in, to keep the file closed between flushes.
+trait SeekWrite: Write + Seek + Send {}
+impl<T: Write + Seek + Send> SeekWrite for T {}
+
+enum Output {
+    Seekable(Box<dyn SeekWrite>),
+    Stream(Box<dyn Write + Send>),
+}
+
+impl Output {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Self::Seekable(out) => out,
+            Self::Stream(out) => out,
+        }
+    }
+}
 
 /// Writes zones as Chrome trace events.
+///
+/// ```
+/// use gpu_event_pool::sim::SimBackend;
+/// use gpu_event_pool::sink::chrome::ChromeTraceSink;
+/// use gpu_event_pool::TracingContext;
+/// use std::time::Instant;
+///
+/// let origin = Instant::now(); // the moment a CPU tracer counts from
+/// let gpu = SimBackend::realtime();
+/// let path = std::env::temp_dir().join("chrome-sink-doc.json");
+/// let trace = ChromeTraceSink::create(&path)?.with_origin(origin).with_backend_clock(&gpu);
+/// let ctx = TracingContext::builder(gpu.clone()).sink(trace).build()?;
+/// # drop(ctx);
+/// # std::fs::remove_file(path).ok();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct ChromeTraceSink {
-    out: Box<dyn Write + Send>,
+    out: Output,
+    clock: ChromeClock,
+    origin: Instant,
+    /// Where the backend's host clock reads 0, when known (`with_backend_clock`).
+    backend_origin: Option<Instant>,
+    /// Added to a backend host time to get nanoseconds since `origin` (set by `open`).
+    host_offset_ns: i64,
+    pid: Option<u32>,
     lanes: HashMap<Lane, u32>,
+    names: HashMap<Lane, String>,
     events: usize,
     closed: bool,
 }
 
 impl std::fmt::Debug for ChromeTraceSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChromeTraceSink").field("events", &self.events).finish()
+        f.debug_struct("ChromeTraceSink")
+            .field("clock", &self.clock)
+            .field("events", &self.events)
+            .finish_non_exhaustive()
     }
 }
 
@@ -55,6 +163,8 @@ struct Args<'a> {
     function: &'a str,
     list: u64,
     depth: u32,
+    gpu_begin_ns: i64,
+    gpu_end_ns: i64,
 }
 
 fn micros_raw(ns: i64) -> std::io::Result<Box<RawValue>> {
@@ -68,15 +178,81 @@ fn micros(ns: i64) -> String {
     format!("{sign}{}.{:03}", abs / 1000, abs % 1000)
 }
 
+/// `later - earlier` in nanoseconds, negative when `later` is the earlier one.
+fn signed_ns(later: Instant, earlier: Instant) -> i64 {
+    let ns = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+    match later.checked_duration_since(earlier) {
+        Some(after) => ns(after),
+        None => -ns(earlier - later),
+    }
+}
+
 impl ChromeTraceSink {
-    /// A sink writing to `out`.
-    pub fn new(out: impl Write + Send + 'static) -> Self {
-        Self { out: Box::new(out), lanes: HashMap::new(), events: 0, closed: false }
+    fn with_output(out: Output) -> Self {
+        Self {
+            out,
+            clock: ChromeClock::Host,
+            origin: Instant::now(),
+            backend_origin: None,
+            host_offset_ns: 0,
+            pid: None,
+            lanes: HashMap::new(),
+            names: HashMap::new(),
+            events: 0,
+            closed: false,
+        }
     }
 
-    /// A sink writing to a new file at `path` (replacing any file there).
+    /// A sink writing to `out`, on the host clock from now. `out` cannot seek, so the closing
+    /// `]` comes only when the sink is dropped (module docs, "When the file is valid JSON").
+    pub fn new(out: impl Write + Send + 'static) -> Self {
+        Self::with_output(Output::Stream(Box::new(out)))
+    }
+
+    /// A sink writing to a new file at `path` (replacing any file there), on the host clock
+    /// from now. The file is a complete JSON array after every flush.
     pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
-        Ok(Self::new(BufWriter::new(std::fs::File::create(path)?)))
+        let file = BufWriter::new(std::fs::File::create(path)?);
+        Ok(Self::with_output(Output::Seekable(Box::new(file))))
+    }
+
+    /// Writes `ts` on `clock` (default [`ChromeClock::Host`]).
+    pub fn with_clock(mut self, clock: ChromeClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// On the host clock, `ts` 0 is `origin` (default: when the sink was made). Give it the
+    /// `Instant` a CPU tracer counts from, so both traces share one timeline.
+    pub fn with_origin(mut self, origin: Instant) -> Self {
+        self.origin = origin;
+        self
+    }
+
+    /// Maps the host times of `backend`'s zones onto `Instant` exactly, through
+    /// [`Backend::host_clock_origin`]; without it (or when the backend's host clock is not
+    /// `Instant`-based) the mapping is estimated when the context opens the sink.
+    pub fn with_backend_clock<B: Backend>(mut self, backend: &B) -> Self {
+        self.backend_origin = backend.host_clock_origin();
+        self
+    }
+
+    /// Writes the context's events under process id `pid` instead of the context id: pick
+    /// one no other trace merged with this one uses (`tracing-chrome` writes pid 1, and the
+    /// first context's id is 1).
+    pub fn with_pid(mut self, pid: u32) -> Self {
+        self.pid = Some(pid);
+        self
+    }
+
+    /// `ts` 0 on the host clock.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// The clock `ts` is on.
+    pub fn clock(&self) -> ChromeClock {
+        self.clock
     }
 
     /// Events written so far (zones and metadata).
@@ -84,12 +260,23 @@ impl ChromeTraceSink {
         self.events
     }
 
+    fn pid(&self, context: &ContextInfo) -> u32 {
+        self.pid.unwrap_or(context.id)
+    }
+
     fn write_event(&mut self, event: &str) -> std::io::Result<()> {
         let separator = if self.events == 0 { "[\n" } else { ",\n" };
-        self.out.write_all(separator.as_bytes())?;
-        self.out.write_all(event.as_bytes())?;
+        let out = self.out.writer();
+        out.write_all(separator.as_bytes())?;
+        out.write_all(event.as_bytes())?;
         self.events += 1;
         Ok(())
+    }
+
+    fn write_thread_name(&mut self, context: &ContextInfo, tid: u32, name: &str) -> std::io::Result<()> {
+        let pid = self.pid(context);
+        let meta = json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}});
+        self.write_event(&meta.to_string())
     }
 
     fn tid(&mut self, context: &ContextInfo, lane: Lane) -> std::io::Result<u32> {
@@ -98,14 +285,14 @@ impl ChromeTraceSink {
         }
         let tid = self.lanes.len() as u32 + 1;
         self.lanes.insert(lane, tid);
-        let name = match lane {
-            Lane::Stream(key) => format!("stream {key:#x}"),
-            Lane::Graph(key) => format!("graph {key:#x}"),
+        let name = match (self.names.get(&lane), lane) {
+            (Some(name), _) => name.clone(),
+            (None, Lane::Stream(key)) => format!("stream {key:#x}"),
+            (None, Lane::Graph(key)) => format!("graph {key:#x}"),
         };
-        let meta =
-            json!({"name": "thread_name", "ph": "M", "pid": context.id, "tid": tid, "args": {"name": name}});
-        self.write_event(&meta.to_string())?;
-        let order = json!({"name": "thread_sort_index", "ph": "M", "pid": context.id, "tid": tid, "args": {"sort_index": tid}});
+        self.write_thread_name(context, tid, &name)?;
+        let pid = self.pid(context);
+        let order = json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}});
         self.write_event(&order.to_string())?;
         Ok(tid)
     }
@@ -113,29 +300,55 @@ impl ChromeTraceSink {
 
 impl Sink for ChromeTraceSink {
     fn open(&mut self, context: &ContextInfo) -> std::io::Result<()> {
+        self.host_offset_ns = match self.backend_origin {
+            Some(backend_origin) => signed_ns(backend_origin, self.origin),
+            // The context read its host clock (`base.host_ns`) just before opening its sinks.
+            None => signed_ns(Instant::now(), self.origin) - context.base.host_ns,
+        };
         let name = format!("{} ({})", context.name, context.backend);
-        let meta = json!({"name": "process_name", "ph": "M", "pid": context.id, "args": {"name": name}});
+        let pid = self.pid(context);
+        let meta = json!({"name": "process_name", "ph": "M", "pid": pid,
+            "args": {"name": name, "clock": self.clock.name()}});
         self.write_event(&meta.to_string())
+    }
+
+    fn name_lane(&mut self, context: &ContextInfo, lane: Lane, name: &str) -> std::io::Result<()> {
+        self.names.insert(lane, name.to_owned());
+        match self.lanes.get(&lane) {
+            // A track already written gets the name now (the last `thread_name` wins); a new
+            // one gets it with its first zone.
+            Some(&tid) => self.write_thread_name(context, tid, name),
+            None => Ok(()),
+        }
     }
 
     fn zones(&mut self, context: &ContextInfo, batch: ZoneBatch<'_>) -> std::io::Result<()> {
         for zone in batch.zones {
             let tid = self.tid(context, zone.lane)?;
+            let (begin, end) = match self.clock {
+                ChromeClock::Host => (
+                    zone.host_begin_ns.saturating_add(self.host_offset_ns),
+                    zone.host_end_ns.saturating_add(self.host_offset_ns),
+                ),
+                ChromeClock::Gpu => (zone.gpu_begin_ns, zone.gpu_end_ns),
+            };
             let location = &zone.location;
             let event = CompleteEvent {
                 name: location.name(),
                 cat: "gpu",
                 ph: "X",
-                pid: context.id,
+                pid: self.pid(context),
                 tid,
-                ts: micros_raw(zone.gpu_begin_ns)?,
-                dur: micros_raw(zone.gpu_end_ns - zone.gpu_begin_ns)?,
+                ts: micros_raw(begin)?,
+                dur: micros_raw(end - begin)?,
                 args: Args {
                     file: location.file(),
                     line: location.line(),
                     function: location.function(),
                     list: batch.list_id,
                     depth: zone.depth,
+                    gpu_begin_ns: zone.gpu_begin_ns,
+                    gpu_end_ns: zone.gpu_end_ns,
                 },
             };
             let event = serde_json::to_string(&event)?;
@@ -145,7 +358,17 @@ impl Sink for ChromeTraceSink {
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
+        let end = trailer(self.events);
+        match &mut self.out {
+            Output::Stream(out) => out.flush(),
+            Output::Seekable(out) => {
+                out.write_all(end)?;
+                out.flush()?;
+                // The next event (or the final trailer, the same length) writes over it.
+                out.seek(SeekFrom::Current(-TRAILER_LEN))?;
+                Ok(())
+            }
+        }
     }
 }
 
@@ -153,16 +376,18 @@ impl Drop for ChromeTraceSink {
     fn drop(&mut self) {
         if !self.closed {
             self.closed = true;
-            let end = if self.events == 0 { "[]\n" } else { "\n]\n" };
+            let end = trailer(self.events);
+            let out = self.out.writer();
             // A failure here cannot be reported; the trace stays valid without the bracket.
-            let _ = self.out.write_all(end.as_bytes()).and_then(|()| self.out.flush());
+            let _ = out.write_all(end).and_then(|()| out.flush());
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::micros;
+    use super::{micros, signed_ns, trailer, TRAILER_LEN};
+    use std::time::{Duration, Instant};
 
     #[test]
     fn micros_keep_every_nanosecond() {
@@ -170,5 +395,19 @@ mod tests {
         assert_eq!(micros(1), "0.001");
         assert_eq!(micros(1_234_567), "1234.567");
         assert_eq!(micros(-1_500), "-1.500");
+    }
+
+    #[test]
+    fn both_trailers_have_the_length_the_flush_moves_back_over() {
+        assert_eq!(trailer(0).len() as i64, TRAILER_LEN);
+        assert_eq!(trailer(1).len() as i64, TRAILER_LEN);
+    }
+
+    #[test]
+    fn signed_ns_is_negative_when_the_origin_is_later() {
+        let a = Instant::now();
+        let b = a + Duration::from_nanos(1_500);
+        assert_eq!(signed_ns(b, a), 1_500);
+        assert_eq!(signed_ns(a, b), -1_500);
     }
 }

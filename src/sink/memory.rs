@@ -28,9 +28,35 @@ impl MemorySink {
         self.recorded.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Every zone so far, batch after batch (each batch in begin order).
+    /// Every zone so far, batch after batch (each batch in begin order). Copies them and
+    /// keeps them; [`take_zones`](Self::take_zones) hands them over instead.
     pub fn zones(&self) -> Vec<Zone> {
         self.lock().batches.iter().flat_map(|(_, zones)| zones.iter().cloned()).collect()
+    }
+
+    /// Every zone collected since the last `take_zones` (or [`clear`](Self::clear)), batch
+    /// after batch, removed from the store: a long run can drain it as it goes instead of
+    /// keeping (and copying) everything. Calibrations and the context info stay.
+    ///
+    /// ```
+    /// use gpu_event_pool::{location, sim::SimBackend, sink::memory::MemorySink, TracingContext};
+    /// let sim = SimBackend::manual();
+    /// let stream = sim.stream();
+    /// let memory = MemorySink::new();
+    /// let ctx = TracingContext::builder(sim.clone()).sink(memory.clone()).build()?;
+    /// let mut list = ctx.list();
+    /// list.zone_begin(&stream, location!("dispatch"))?;
+    /// sim.launch(&stream, 1_000);
+    /// list.zone_end(&stream)?;
+    /// ctx.submit(list)?;
+    /// ctx.flush()?;
+    /// assert_eq!(memory.take_zones().len(), 1);
+    /// assert!(memory.take_zones().is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn take_zones(&self) -> Vec<Zone> {
+        let batches = std::mem::take(&mut self.lock().batches);
+        batches.into_iter().flat_map(|(_, zones)| zones).collect()
     }
 
     /// Every batch so far: (list id, zones), in the order the collector sent them.
@@ -80,5 +106,38 @@ impl Sink for MemorySink {
     fn flush(&mut self) -> std::io::Result<()> {
         self.lock().flushes += 1;
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::MemorySink;
+    use crate::sim::SimBackend;
+    use crate::{location, TracingContext};
+
+    #[test]
+    fn take_zones_drains_what_zones_only_copies() {
+        let sim = SimBackend::manual();
+        let stream = sim.stream();
+        let memory = MemorySink::new();
+        let ctx = TracingContext::builder(sim.clone()).sink(memory.clone()).build().unwrap();
+        let record = |name| {
+            let mut list = ctx.list();
+            list.zone_begin(&stream, name).unwrap();
+            sim.launch(&stream, 1_000);
+            list.zone_end(&stream).unwrap();
+            ctx.submit(list).unwrap();
+            ctx.flush().unwrap();
+        };
+        record(location!("first"));
+        assert_eq!(memory.zones().len(), 1);
+        assert_eq!(memory.zones().len(), 1, "zones() keeps them");
+        let taken = memory.take_zones();
+        assert_eq!(taken.iter().map(|z| z.location.name()).collect::<Vec<_>>(), ["first"]);
+        assert!(memory.zones().is_empty() && memory.batches().is_empty(), "take_zones() drains");
+        record(location!("second"));
+        let taken = memory.take_zones();
+        assert_eq!(taken.iter().map(|z| z.location.name()).collect::<Vec<_>>(), ["second"]);
+        assert!(memory.info().is_some(), "the context info stays");
     }
 }

@@ -7,7 +7,8 @@
 //! once. A sink that panics is caught and reported; it keeps getting later batches.
 //!
 //! - [`memory`]: keeps zones in memory (tests, in-process analysis).
-//! - [`chrome`]: Chrome trace event JSON, loadable in Perfetto and `chrome://tracing`.
+//! - [`chrome`]: Chrome trace event JSON, loadable in Perfetto and `chrome://tracing`, on the
+//!   host clock by default so that it lines up with a CPU trace (`docs/chrome.md`).
 //! - `tracy`: the Tracy profiler (feature `tracy`).
 
 pub mod chrome;
