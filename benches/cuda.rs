@@ -333,7 +333,8 @@ fn main() {
     let device = cuda.context().name().unwrap_or_else(|_| "unknown".to_owned());
     println!("device: {device}; {} CPU cores; {ZONES_PER_LIST} zones per list; {lists} lists per thread; best of {RUNS}", results::cores_available());
 
-    let config = Config { initial_capacity: 1024, ..Config::default() };
+    let mut config = Config::default();
+    config.initial_capacity = 1024;
     let ctx = TracingContext::builder(cuda.clone()).config(config).build().expect("context");
     let started = Instant::now();
     let seed_ctx = SeedContext::new(cuda.clone(), SEED_QUERY_CAPACITY).expect("seed context");

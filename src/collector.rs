@@ -57,6 +57,7 @@ const EXACT_NS: i64 = 16_000_000;
 
 /// What one `collect` or `flush` did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CollectReport {
     /// Lists collected (zones emitted, slots released), failed ones included.
     pub lists: usize,

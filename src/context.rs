@@ -17,8 +17,10 @@ use crate::sync::{
 use crate::tally::Tally;
 use std::time::Duration;
 
-/// How a context is built. Every field has a sensible default ([`Config::default`]).
+/// How a context is built. Every field has a sensible default ([`Config::default`]); set
+/// fields on a default value, or use the [`Builder`]'s setters.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Config {
     /// The context's name (sinks show it: a Chrome process name, a Tracy GPU context name).
     pub name: String,
@@ -68,11 +70,7 @@ impl Config {
         if self.batch == 0 {
             return Err(ConfigError::ZeroBatch);
         }
-        let rounded = initial.checked_next_power_of_two().ok_or(ConfigError::TooLarge {
-            initial,
-            max,
-            limit: u64::from(MAX_SLOTS),
-        })?;
+        let rounded = initial.checked_next_power_of_two().ok_or(ConfigError::InitialTooLarge { initial })?;
         let shift = rounded.trailing_zeros();
         let limit = Pool::<()>::max_reachable(shift).min(u64::from(MAX_SLOTS));
         if u64::from(max) > limit || Pool::<()>::pages_needed(shift, max).is_none() {
@@ -105,6 +103,7 @@ const LISTS_DISCARDED: usize = 2;
 /// taken while other threads record is approximate; when they are quiet it is exact, and
 /// `free + owned + submitted == capacity` ([`Stats::unaccounted`] is 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Slots (events) created.
     pub capacity: usize,
@@ -375,8 +374,7 @@ impl<B: Backend> std::fmt::Debug for TracingContext<B> {
         f.debug_struct("TracingContext")
             .field("id", &self.inner.info.id)
             .field("name", &self.inner.config.name)
-            .field("stats", &self.stats())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -407,53 +405,64 @@ impl<B: Backend> Drop for TracingContext<B> {
 pub struct Builder<B: Backend> {
     backend: B,
     config: Config,
+    /// What the setters set: applied over `config` when building, so a setter wins over a
+    /// whole `config(..)` whichever comes first.
+    set: Vec<Setter>,
     sinks: Vec<Box<dyn Sink>>,
 }
 
+/// One setter call of a [`Builder`], kept until `build`.
+type Setter = Box<dyn FnOnce(&mut Config) + Send>;
+
 impl<B: Backend> std::fmt::Debug for Builder<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Builder").field("config", &self.config).field("sinks", &self.sinks.len()).finish()
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field("setters", &self.set.len())
+            .field("sinks", &self.sinks.len())
+            .finish()
     }
 }
 
 impl<B: Backend> Builder<B> {
-    /// Replaces the whole configuration.
+    /// Replaces the whole configuration. Setters ([`name`](Self::name), [`capacity`](Self::capacity),
+    /// ...) still apply over it, whether called before or after.
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
         self
     }
     /// Sets the context's name.
     pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.config.name = name.into();
+        let name = name.into();
+        self.set.push(Box::new(move |c| c.name = name));
         self
     }
     /// Sets the verbosity.
     pub fn verbosity(mut self, verbosity: Verbosity) -> Self {
-        self.config.verbosity = verbosity;
+        self.set.push(Box::new(move |c| c.verbosity = verbosity));
         self
     }
     /// Sets the initial and maximum capacities.
     pub fn capacity(mut self, initial: u32, max: u32) -> Self {
-        self.config.initial_capacity = initial;
-        self.config.max_capacity = max;
+        self.set.push(Box::new(move |c| (c.initial_capacity, c.max_capacity) = (initial, max)));
         self
     }
     /// Sets how many slots a list reserves at once.
     pub fn batch(mut self, batch: u32) -> Self {
-        self.config.batch = batch;
+        self.set.push(Box::new(move |c| c.batch = batch));
         self
     }
     /// Sets how often the collector takes a new time anchor (default 5 ms; docs/design.md,
     /// section 7: anchors under 16.7 ms apart keep every time exact).
     pub fn anchor_interval(mut self, interval: Duration) -> Self {
-        self.config.anchor_interval = interval;
+        self.set.push(Box::new(move |c| c.anchor_interval = interval));
         self
     }
     /// Runs a collector thread owned by the context, calling `collect` every `period` until
     /// the last handle is dropped (which then stops it and flushes). Keeps anchors fresh
     /// and the pool drained without a loop in the application.
     pub fn collect_every(mut self, period: Duration) -> Self {
-        self.config.collect_every = Some(period);
+        self.set.push(Box::new(move |c| c.collect_every = Some(period)));
         self
     }
     /// Adds a sink.
@@ -464,7 +473,10 @@ impl<B: Backend> Builder<B> {
     /// Builds the context: creates the first page of events and the base event, records the
     /// base event, waits for it, and opens the sinks.
     pub fn build(self) -> Result<TracingContext<B>, Error> {
-        let Builder { backend, config, sinks } = self;
+        let Builder { backend, mut config, set, sinks } = self;
+        for setter in set {
+            setter(&mut config);
+        }
         config.validate()?;
         let pool = Pool::new(config.initial_capacity, config.max_capacity, || backend.create_event())?;
         let id = NEXT_CONTEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -514,7 +526,7 @@ impl<B: Backend> TracingContext<B> {
 
     /// Starts building a context.
     pub fn builder(backend: B) -> Builder<B> {
-        Builder { backend, config: Config::default(), sinks: Vec::new() }
+        Builder { backend, config: Config::default(), set: Vec::new(), sinks: Vec::new() }
     }
 
     /// What sinks are told about this context.

@@ -22,6 +22,7 @@ impl BackendError {
 
 /// A configuration the pool cannot be built from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// `initial_capacity` or `max_capacity` is zero.
     #[error("capacities must be at least 1 (initial {initial}, max {max})")]
@@ -49,6 +50,12 @@ pub enum ConfigError {
         /// The largest maximum this initial capacity allows.
         limit: u64,
     },
+    /// `initial_capacity` cannot be rounded up to a power of two in 32 bits.
+    #[error("initial capacity {initial} is too large: it is rounded up to a power of two, at most 2^31")]
+    InitialTooLarge {
+        /// The initial capacity asked for.
+        initial: u32,
+    },
     /// The reservation batch is zero.
     #[error("reservation batch must be at least 1")]
     ZeroBatch,
@@ -58,6 +65,7 @@ pub enum ConfigError {
 /// record what was asked. Recording always leaves the list usable: a failed begin still opens
 /// a (dropped) zone, so the matching `zone_end` stays balanced.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RecordError {
     /// `zone_end` or `zone_next` with no zone open in this list.
     #[error("no zone is open in this list")]
@@ -82,6 +90,7 @@ pub enum RecordError {
 
 /// Why `submit` refused a list. The list is handed back unchanged.
 #[derive(thiserror::Error)]
+#[non_exhaustive]
 pub enum SubmitError<B: Backend> {
     /// The list still has open zones: end them first.
     #[error("list has {open} open zone(s): end them before submitting")]
@@ -121,6 +130,7 @@ impl<B: Backend> std::fmt::Debug for SubmitError<B> {
 
 /// Errors of context creation, collection and flushing.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The configuration is invalid.
     #[error(transparent)]

@@ -88,7 +88,9 @@ fn assert_no_slot_leaked(ctx: &TracingContext<CudaBackend>) {
 }
 
 fn config(initial: u32, max: u32, batch: u32) -> Config {
-    Config { initial_capacity: initial, max_capacity: max, batch, ..Config::default() }
+    let mut config = Config::default();
+    (config.initial_capacity, config.max_capacity, config.batch) = (initial, max, batch);
+    config
 }
 
 #[test]
@@ -491,7 +493,8 @@ fn exhaustion_drops_zones_and_recovers_with_real_events() {
 #[test]
 fn calibration_pairs_follow_the_host_clock() {
     let Some(gpu) = gpu("calibration_pairs_follow_the_host_clock") else { return };
-    let config = Config { anchor_interval: Duration::from_millis(1), ..Config::default() };
+    let mut config = Config::default();
+    config.anchor_interval = Duration::from_millis(1);
     let (ctx, sink) = gpu.context(config);
     let stream = gpu.cuda.new_stream().unwrap();
     let mut spans = Vec::new();

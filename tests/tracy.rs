@@ -252,15 +252,7 @@ fn info(backend: &'static str) -> ContextInfo {
 }
 
 fn zone(location: impl Into<Location>, depth: u32, begin: i64, end: i64) -> Zone {
-    Zone {
-        location: location.into(),
-        lane: Lane::Stream(1),
-        depth,
-        gpu_begin_ns: begin,
-        gpu_end_ns: end,
-        host_begin_ns: begin,
-        host_end_ns: end,
-    }
+    Zone::new(location, Lane::Stream(1), depth, begin, end)
 }
 
 /// A sink on a recorder whose clock (Tracy's and the host's) reads `now`.
@@ -509,7 +501,7 @@ fn zones_sent_before_open_are_refused() {
 }
 
 fn zone_on(lane: Lane, location: impl Into<Location>, depth: u32, begin: i64, end: i64) -> Zone {
-    Zone { lane, ..zone(location, depth, begin, end) }
+    Zone::new(location, lane, depth, begin, end)
 }
 
 /// Defect 1 of issue 10: with all streams of a context on one Tracy GPU context, four
@@ -862,7 +854,8 @@ fn traced_context(config: Config) -> (SimBackend, TracingContext<SimBackend>, Re
 
 #[test]
 fn gpu_zones_show_in_tracy_at_the_host_time_they_ran() {
-    let config = Config { anchor_interval: Duration::from_millis(1), ..Config::default() };
+    let mut config = Config::default();
+    config.anchor_interval = Duration::from_millis(1);
     let (sim, ctx, recorder, memory) = traced_context(config);
     let stream = sim.stream();
     sim.advance(1_000_000);
@@ -899,7 +892,8 @@ fn gpu_zones_show_in_tracy_at_the_host_time_they_ran() {
 
 #[test]
 fn dropped_and_unsubmitted_zones_never_reach_tracy() {
-    let config = Config { initial_capacity: 4, max_capacity: 4, batch: 1, ..Config::default() };
+    let mut config = Config::default();
+    (config.initial_capacity, config.max_capacity, config.batch) = (4, 4, 1);
     let (sim, ctx, recorder, memory) = traced_context(config);
     let stream = sim.stream();
     sim.advance(1_000_000);

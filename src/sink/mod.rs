@@ -45,6 +45,7 @@ pub struct Calibration {
 
 /// One collected zone.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Zone {
     /// Where the zone was recorded.
     pub location: Location,
@@ -60,6 +61,35 @@ pub struct Zone {
     pub host_begin_ns: i64,
     /// End on the host clock, through the latest calibration pair.
     pub host_end_ns: i64,
+}
+
+impl Zone {
+    /// A zone on the GPU clock; its host times are set to the same values (a sink's tests,
+    /// say, build zones this way; the collector sets host times from its calibration).
+    pub fn new(
+        location: impl Into<Location>,
+        lane: Lane,
+        depth: u32,
+        gpu_begin_ns: i64,
+        gpu_end_ns: i64,
+    ) -> Self {
+        Self {
+            location: location.into(),
+            lane,
+            depth,
+            gpu_begin_ns,
+            gpu_end_ns,
+            host_begin_ns: gpu_begin_ns,
+            host_end_ns: gpu_end_ns,
+        }
+    }
+
+    /// The same zone with these host times.
+    pub fn with_host_times(mut self, host_begin_ns: i64, host_end_ns: i64) -> Self {
+        self.host_begin_ns = host_begin_ns;
+        self.host_end_ns = host_end_ns;
+        self
+    }
 }
 
 /// The zones of one collected list, in the order they began (parents before children).
