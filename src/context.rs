@@ -656,8 +656,9 @@ impl<B: Backend> TracingContext<B> {
         }
     }
 
-    /// Walks the freelist and counts the slots really on it. Exact only while no other
-    /// thread records, submits or collects; use it to check [`Stats::free`] in tests.
+    /// Walks the freelist and counts the slots really on it: an audit of [`Stats::free`],
+    /// supported for tests and diagnostics. Exact only while no other thread records,
+    /// submits or collects.
     pub fn free_slots_walked(&self) -> usize {
         self.inner.pool.free_slots_walked()
     }

@@ -23,6 +23,9 @@
 //! [`TaggedFreeList`] takes the tag width as a const parameter only so the verification
 //! suite can build a deliberately blind one (`TAG_BITS = 0`) and show loom catching the ABA
 //! bug; the crate uses [`FreeList`] (32 bits).
+//!
+//! This module is public and supported: the stack works on any slot array that gives it
+//! links ([`Links`]), and the verification suite (`loom-tests/`) drives it directly.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
