@@ -12,7 +12,7 @@ use crate::pool::Pool;
 use crate::sink::{ContextInfo, Sink};
 use crate::submit::SubmissionQueue;
 use crate::sync::{
-    lock, spin_wait, try_lock, Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering,
+    lock, spin_wait, try_lock, Arc, AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering,
 };
 use crate::tally::Tally;
 use std::time::Duration;
@@ -193,6 +193,9 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) probe_cursor: AtomicU32,
     /// The context's own collector thread (`Config::collect_every`).
     background: std::sync::Mutex<Option<Background>>,
+    /// The run-time switches: bits 0-1 the verbosity, bit 2 set while disabled. Read with one
+    /// relaxed load per recording call (see `recording_level`).
+    switches: AtomicU8,
     /// Lane names given by the user, not yet delivered to the sinks (the collector does).
     pub(crate) lane_names: Mutex<Vec<(crate::backend::Lane, String)>>,
     /// Live `TracingContext` handles (lists do not count): the last one flushes.
@@ -200,7 +203,30 @@ pub(crate) struct Inner<B: Backend> {
     next_list_id: AtomicU64,
 }
 
+/// Bit of `Inner::switches` set while the context is disabled.
+const DISABLED: u8 = 1 << 2;
+
+/// The verbosity in the low bits of `Inner::switches`.
+fn verbosity_of(switches: u8) -> Verbosity {
+    match switches & 3 {
+        0 => Verbosity::Off,
+        1 => Verbosity::Coarse,
+        _ => Verbosity::Fine,
+    }
+}
+
 impl<B: Backend> Inner<B> {
+    /// The level zones are recorded at now: `Off` while disabled. Relaxed: a switch takes
+    /// effect for calls that start after it is seen; nothing else is published through it.
+    #[inline]
+    pub(crate) fn recording_level(&self) -> Verbosity {
+        let switches = self.switches.load(Ordering::Relaxed);
+        if switches & DISABLED != 0 {
+            return Verbosity::Off;
+        }
+        verbosity_of(switches)
+    }
+
     pub(crate) fn count_dropped(&self, zones: usize) {
         self.counters.dropped_zones.fetch_add(zones, Ordering::Relaxed);
     }
@@ -477,6 +503,7 @@ impl<B: Backend> Builder<B> {
         for setter in set {
             setter(&mut config);
         }
+        let verbosity = config.verbosity;
         config.validate()?;
         let pool = Pool::new(config.initial_capacity, config.max_capacity, || backend.create_event())?;
         let id = NEXT_CONTEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -507,6 +534,7 @@ impl<B: Backend> Builder<B> {
             probe_cursor: AtomicU32::new(0),
             background: std::sync::Mutex::new(None),
             lane_names: Mutex::new(Vec::new()),
+            switches: AtomicU8::new(verbosity as u8),
             handles: AtomicUsize::new(1),
             next_list_id: AtomicU64::new(1),
         };
@@ -551,7 +579,41 @@ impl<B: Backend> TracingContext<B> {
         lock(&self.inner.lane_names).push((lane, name.into()));
     }
 
+    /// Sets the verbosity from now on (zones begun after the call; a zone already open is still
+    /// ended). Costs recording one relaxed atomic load per call, and never uses up a Tracy
+    /// context the way rebuilding a context would.
+    pub fn set_verbosity(&self, verbosity: Verbosity) {
+        // Relaxed: see `Inner::recording_level`.
+        let _ = self
+            .inner
+            .switches
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| Some((s & DISABLED) | verbosity as u8));
+    }
+
+    /// The verbosity set now (by [`set_verbosity`](Self::set_verbosity) or the builder); it
+    /// is kept while the context is disabled.
+    pub fn verbosity(&self) -> Verbosity {
+        verbosity_of(self.inner.switches.load(Ordering::Relaxed))
+    }
+
+    /// Turns recording off or back on. While off, a new zone records nothing and takes no
+    /// slot (as a zone above the verbosity does); a zone begun before is still ended, so
+    /// nesting stays balanced. Lists already submitted are still collected.
+    pub fn set_enabled(&self, enabled: bool) {
+        if enabled {
+            self.inner.switches.fetch_and(!DISABLED, Ordering::Relaxed);
+        } else {
+            self.inner.switches.fetch_or(DISABLED, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether recording is on ([`set_enabled`](Self::set_enabled)).
+    pub fn is_enabled(&self) -> bool {
+        self.inner.switches.load(Ordering::Relaxed) & DISABLED == 0
+    }
+
     /// A new, empty list for one command buffer. Takes no slot until its first zone.
+    #[must_use = "a list records nothing until zones are begun on it, and must be submitted"]
     pub fn list(&self) -> EventList<B> {
         let id = self.inner.next_list_id.fetch_add(1, Ordering::Relaxed);
         EventList::new(Arc::clone(&self.inner), id)

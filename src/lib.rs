@@ -69,5 +69,5 @@ pub use backend::{sim, Backend, Lane};
 pub use collector::CollectReport;
 pub use context::{Builder, Collected, Config, Stats, TracingContext};
 pub use error::{BackendError, CollectError, ConfigError, Error, RecordError, SubmitError};
-pub use list::EventList;
+pub use list::{EventList, ZoneGuard};
 pub use location::{DynamicLocation, Location, SourceLocation, Verbosity};

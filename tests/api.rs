@@ -39,3 +39,132 @@ fn formatting_a_context_with_debug_changes_no_statistic() {
     drop(list);
     assert_eq!(ctx.stats().high_water, 0, "Debug sampled the high-water mark while 10 slots were in use");
 }
+
+mod guards {
+    use super::*;
+    use gpu_event_pool::sink::memory::MemorySink;
+    use gpu_event_pool::{EventList, RecordError};
+
+    fn record_frame(
+        list: &mut EventList<SimBackend>,
+        sim: &SimBackend,
+        stream: &gpu_event_pool::sim::SimStream,
+        fail: bool,
+    ) -> Result<(), &'static str> {
+        let mut frame = list.zone(stream, location!("frame"));
+        let _dispatch = frame.zone(stream, location!("dispatch"));
+        sim.launch(stream, 1_000);
+        if fail {
+            return Err("early return");
+        }
+        sim.launch(stream, 1_000);
+        Ok(())
+    }
+
+    #[test]
+    fn guards_end_their_zones_on_an_early_return_innermost_first() {
+        let sim = SimBackend::manual();
+        let stream = sim.stream();
+        let sink = MemorySink::new();
+        let ctx = TracingContext::builder(sim.clone()).sink(sink.clone()).build().unwrap();
+        let mut list = ctx.list();
+        assert!(record_frame(&mut list, &sim, &stream, true).is_err());
+        assert_eq!(list.open_zones(), 0, "the early return closed both zones");
+        record_frame(&mut list, &sim, &stream, false).unwrap();
+        ctx.submit(list).unwrap();
+        ctx.flush().unwrap();
+        let zones: Vec<(String, u32, i64)> = sink
+            .zones()
+            .iter()
+            .map(|z| (z.location.name().to_owned(), z.depth, z.gpu_end_ns - z.gpu_begin_ns))
+            .collect();
+        assert_eq!(
+            zones,
+            [
+                ("frame".to_owned(), 0, 1_000),
+                ("dispatch".to_owned(), 1, 1_000),
+                ("frame".to_owned(), 0, 2_000),
+                ("dispatch".to_owned(), 1, 2_000)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_guard_moves_to_the_next_zone_with_one_event_and_reports_a_dropped_zone() {
+        let sim = SimBackend::manual();
+        let stream = sim.stream();
+        let sink = MemorySink::new();
+        let ctx =
+            TracingContext::builder(sim.clone()).capacity(2, 2).batch(1).sink(sink.clone()).build().unwrap();
+        let mut list = ctx.list();
+        {
+            let mut pass = list.zone(&stream, location!("first"));
+            assert!(pass.error().is_none());
+            sim.launch(&stream, 500);
+            pass.next(location!("second"));
+            assert!(pass.error().is_none());
+            sim.launch(&stream, 700);
+            let dropped = pass.zone(&stream, location!("no slot left"));
+            assert_eq!(dropped.error(), Some(&RecordError::PoolExhausted { capacity: 2 }));
+        }
+        assert_eq!(list.event_count(), 2, "the shared boundary took one event; the dropped zone none");
+        ctx.submit(list).unwrap();
+        ctx.flush().unwrap();
+        let names: Vec<String> = sink.zones().iter().map(|z| z.location.name().to_owned()).collect();
+        assert_eq!(names, ["first"], "second's end found no slot: dropped and counted, never half-emitted");
+        assert_eq!(ctx.stats().dropped_zones, 2);
+    }
+}
+
+mod switches {
+    use super::*;
+    use gpu_event_pool::sink::memory::MemorySink;
+    use gpu_event_pool::Verbosity;
+
+    #[test]
+    fn verbosity_changes_at_run_time_for_zones_begun_after() {
+        let sim = SimBackend::manual();
+        let stream = sim.stream();
+        let sink = MemorySink::new();
+        let ctx = TracingContext::builder(sim.clone()).sink(sink.clone()).build().unwrap();
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("fine, recorded")).unwrap();
+        ctx.set_verbosity(Verbosity::Coarse);
+        assert_eq!(ctx.verbosity(), Verbosity::Coarse);
+        list.zone_end(&stream).unwrap();
+        list.zone_begin(&stream, location!("fine, skipped")).unwrap();
+        list.zone_end(&stream).unwrap();
+        list.zone_begin(&stream, location!("coarse", Verbosity::Coarse)).unwrap();
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        ctx.flush().unwrap();
+        let names: Vec<String> = sink.zones().iter().map(|z| z.location.name().to_owned()).collect();
+        assert_eq!(names, ["fine, recorded", "coarse"]);
+    }
+
+    #[test]
+    fn a_disabled_context_records_nothing_and_creates_no_event_until_enabled() {
+        let sim = SimBackend::manual();
+        let stream = sim.stream();
+        let sink = MemorySink::new();
+        let ctx = TracingContext::builder(sim.clone()).capacity(4, 64).sink(sink.clone()).build().unwrap();
+        ctx.set_enabled(false);
+        assert!(!ctx.is_enabled());
+        let created = sim.events_created();
+        let mut list = ctx.list();
+        for _ in 0..100 {
+            list.zone_begin(&stream, location!("off")).unwrap();
+            list.zone_end(&stream).unwrap();
+        }
+        assert_eq!((list.event_count(), ctx.stats().owned), (0, 0));
+        assert_eq!(sim.events_created(), created, "no event created while disabled");
+        ctx.set_enabled(true);
+        assert_eq!(ctx.verbosity(), Verbosity::Fine, "the verbosity survives disabling");
+        list.zone_begin(&stream, location!("on")).unwrap();
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        ctx.flush().unwrap();
+        let names: Vec<String> = sink.zones().iter().map(|z| z.location.name().to_owned()).collect();
+        assert_eq!(names, ["on"]);
+    }
+}
