@@ -100,8 +100,11 @@ pub struct Stats {
     pub max_capacity: usize,
     /// Pages created.
     pub pages: usize,
-    /// Slots on the freelist.
+    /// Free slots: on the freelist, or idle in threads' magazines (`in_magazines`).
     pub free: usize,
+    /// Of the free slots, those in per-thread magazines (including those of exited threads
+    /// until the pool moves them to the freelist): at most `magazine size x threads`.
+    pub in_magazines: usize,
     /// Slots held by lists being recorded (including their unused reservations).
     pub owned: usize,
     /// Slots in submitted lists not yet collected.
@@ -413,6 +416,7 @@ impl<B: Backend> TracingContext<B> {
             max_capacity: p.max_capacity,
             pages: p.pages,
             free: p.free,
+            in_magazines: p.in_magazines,
             owned: p.owned,
             submitted: p.submitted,
             in_use: p.owned + p.submitted,
@@ -428,8 +432,9 @@ impl<B: Backend> TracingContext<B> {
         }
     }
 
-    /// Walks the freelist and counts the slots really on it. Exact only while no other
-    /// thread records, submits or collects; use it to check [`Stats::free`] in tests.
+    /// Walks the freelist and every thread's magazine and counts the slots really free.
+    /// Exact only while no other thread records, submits or collects; use it to check
+    /// [`Stats::free`] in tests.
     pub fn free_slots_walked(&self) -> usize {
         self.inner.pool.free_slots_walked()
     }

@@ -50,6 +50,7 @@ mod error;
 pub mod freelist;
 mod list;
 pub mod location;
+pub mod magazine;
 mod pool;
 pub mod sink;
 mod submit;

@@ -14,6 +14,12 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Thread-locals: loom's are per model thread and dropped when that thread ends, as std's are.
+#[cfg(loom)]
+pub(crate) use loom::thread_local;
+#[cfg(not(loom))]
+pub(crate) use std::thread_local;
+
 pub(crate) use std::sync::atomic::Ordering;
 
 /// Tells the scheduler this thread is waiting for another. Loom needs an explicit yield in
@@ -91,4 +97,6 @@ pub(crate) mod consts {
     pub(crate) const MAX_PAGES: usize = if cfg!(loom) { 4 } else { 32 };
     /// Deepest zone nesting one list supports.
     pub(crate) const MAX_DEPTH: usize = if cfg!(loom) { 4 } else { 32 };
+    /// Most slots one thread's magazine holds for one pool (`magazine::Magazines`).
+    pub(crate) const MAGAZINE_SLOTS: u32 = if cfg!(loom) { 2 } else { 128 };
 }
