@@ -212,9 +212,11 @@ impl Shared {
     /// slots) and free the magazine for the next thread.
     fn retire(&self, magazine: &Magazine) {
         if let Some(chain) = magazine.chain() {
+            // The lock publishes the chain's links to whoever reclaims it, and makes the move
+            // from the magazine to `returned` one step for audits (`count_quiescent`).
+            let mut returned = lock(&self.returned);
             if !self.closed.load(Ordering::Relaxed) {
-                // The lock publishes the chain's links to whoever reclaims it.
-                lock(&self.returned).push(chain);
+                returned.push(chain);
                 self.returned_slots.fetch_add(chain.len as usize, Ordering::Relaxed);
             }
             magazine.len.store(0, Ordering::Relaxed);
@@ -527,9 +529,12 @@ impl Magazines {
             }
             seen as usize
         };
+        // Under the lock, an exiting thread's chain is counted once: in its magazine or in
+        // `returned`.
+        let returned = lock(&shared.returned);
         let mut count = shared.depot.count_quiescent(links, limit);
         shared.each_magazine(|magazine| count += magazine.chain().map_or(0, walk));
-        count += lock(&shared.returned).iter().copied().map(walk).sum::<usize>();
+        count += returned.iter().copied().map(walk).sum::<usize>();
         count
     }
 }
@@ -619,18 +624,20 @@ mod tests {
     #[test]
     fn an_exiting_thread_returns_its_magazine_and_the_next_thread_reuses_the_record() {
         let (links, m) = stocked(16, 8);
+        // An explicit join waits for the thread-local destructors; the scope's end may not.
         std::thread::scope(|s| {
-            s.spawn(|| {
+            let thread = s.spawn(|| {
                 let chain = m.acquire(&links, 1).unwrap();
                 m.release(&links, chain);
             });
+            thread.join().unwrap();
         });
         let c = m.counts();
         assert_eq!((c.free, c.in_magazines, c.magazines), (16, 4, 1), "kept with the pool, as free");
         assert_eq!(m.count_quiescent(&links, 100), 16);
         assert_eq!(m.shared.depot.count_quiescent(&links, 100), 12);
         std::thread::scope(|s| {
-            s.spawn(|| {
+            let thread = s.spawn(|| {
                 let depot = m.acquire(&links, 16).unwrap();
                 assert_eq!(depot.len, 12, "the depot's slots, in one pop");
                 let returned = m.acquire(&links, 16).unwrap();
@@ -639,6 +646,7 @@ mod tests {
                 m.release(&links, depot);
                 m.release(&links, returned);
             });
+            thread.join().unwrap();
         });
         let c = m.counts();
         assert_eq!((c.free, c.magazines, c.handed_out), (16, 1, 0), "one record, reused");
