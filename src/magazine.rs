@@ -40,27 +40,53 @@
 
 use crate::freelist::{Chain, FreeList, Links, NIL};
 use crate::sync::{
-    lock, thread_local, Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering,
+    lock, thread_local, Arc, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering,
+    UnsafeCell,
 };
 use crate::tally::Tally;
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, RefCell};
 
+/// What the owner of a magazine knows of it.
+#[derive(Debug, Clone, Copy)]
+struct Stock {
+    /// The chain: `first` linked through to `last` (both meaningless when `len` is 0).
+    first: u32,
+    last: u32,
+    len: u32,
+    /// Slots handed out by this magazine's owners, less those they took back, since the
+    /// magazine was made.
+    handed_out: i64,
+}
+
+impl Stock {
+    /// Takes the whole chain out, if any.
+    #[inline]
+    fn take_all(&mut self) -> Option<Chain> {
+        let chain = (self.len > 0).then_some(Chain { first: self.first, last: self.last, len: self.len });
+        self.len = 0;
+        chain
+    }
+
+    /// Makes `chain` the whole contents.
+    #[inline]
+    fn put(&mut self, chain: Chain) {
+        (self.first, self.last, self.len) = (chain.first, chain.last, chain.len);
+    }
+}
+
 /// One thread's magazine for one pool: a chain of free slots linked through the slots' own
-/// links. Only the thread that claimed it writes its fields, with plain loads and stores
-/// (atomics only so that statistics and audits may read them from other threads).
+/// links. Only the thread that has claimed it (`claimed`, handed from one thread to the next
+/// with Release/Acquire) touches `stock`; it publishes what statistics and audits read with
+/// plain stores, so that its common path has no atomic read-modify-write.
 #[derive(Debug)]
 struct Magazine {
-    /// Top of the chain (meaningless when `len` is 0).
-    first: AtomicU32,
-    /// End of the chain (meaningless when `len` is 0).
-    last: AtomicU32,
-    /// Slots in the chain.
-    len: AtomicU32,
-    /// Slots handed out by this magazine's owners since it was made.
-    taken: AtomicU64,
-    /// Slots released to this magazine's owners since it was made.
-    given: AtomicU64,
+    /// The owner's own view.
+    stock: UnsafeCell<Stock>,
+    /// The stock's chain as others may read it: upper 32 bits `len`, lower 32 bits `first`.
+    published: AtomicU64,
+    /// The stock's `handed_out`, for statistics.
+    handed_out: AtomicI64,
     /// Held by a live thread.
     claimed: AtomicBool,
     /// The next magazine of the same pool: written before this one is published, then fixed.
@@ -70,48 +96,44 @@ struct Magazine {
 impl Magazine {
     fn claimed_empty() -> Self {
         Self {
-            first: AtomicU32::new(NIL),
-            last: AtomicU32::new(NIL),
-            len: AtomicU32::new(0),
-            taken: AtomicU64::new(0),
-            given: AtomicU64::new(0),
+            stock: UnsafeCell::new(Stock { first: NIL, last: NIL, len: 0, handed_out: 0 }),
+            published: AtomicU64::new(u64::from(NIL)),
+            handed_out: AtomicI64::new(0),
             claimed: AtomicBool::new(true),
             next: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
-    /// Adds to one of the owner's own counters: a load and a store, no read-modify-write
-    /// (only the owner writes it). Relaxed: statistics.
+    /// The owner's stock. Only the claiming thread may call this.
     #[inline]
-    fn count(counter: &AtomicU64, n: u32) {
-        counter.store(counter.load(Ordering::Relaxed) + u64::from(n), Ordering::Relaxed);
+    fn stock(&self) -> Stock {
+        // Safety: only the thread that claimed this magazine reads or writes `stock` (the
+        // callers are that thread's own acquire, release and exit), and successive owners are
+        // ordered by `claimed`'s Release store and Acquire CAS.
+        self.stock.with(|stock| unsafe { *stock })
     }
 
-    /// The magazine's chain, if any. Owner only (or after the owner let go).
+    /// Replaces the owner's stock and publishes it. Only the claiming thread may call this.
     #[inline]
-    fn chain(&self) -> Option<Chain> {
-        let len = self.len.load(Ordering::Relaxed);
-        (len > 0).then(|| Chain {
-            first: self.first.load(Ordering::Relaxed),
-            last: self.last.load(Ordering::Relaxed),
-            len,
-        })
+    fn update(&self, stock: Stock) {
+        // Safety: as in `stock`.
+        self.stock.with_mut(|own| unsafe { *own = stock });
+        // Relaxed: read only by statistics, and by audits once the owner is quiet.
+        self.published.store((u64::from(stock.len) << 32) | u64::from(stock.first), Ordering::Relaxed);
+        self.handed_out.store(stock.handed_out, Ordering::Relaxed);
     }
 
-    /// Makes `chain` the magazine's whole contents. Owner only.
-    #[inline]
-    fn set(&self, chain: Chain) {
-        self.first.store(chain.first, Ordering::Relaxed);
-        self.last.store(chain.last, Ordering::Relaxed);
-        self.len.store(chain.len, Ordering::Relaxed);
+    /// The published chain's first slot and length.
+    fn published(&self) -> (u32, u32) {
+        let word = self.published.load(Ordering::Relaxed);
+        (word as u32, (word >> 32) as u32)
     }
 }
 
 /// Flows that bypass every magazine, as `Tally` fields: slots deposited by the pool, and slots
-/// acquired or released by a thread whose thread-locals are gone (it is exiting).
+/// handed out (less those taken back) to threads whose thread-locals are gone (exiting).
 const DEPOSITED: usize = 0;
-const TAKEN: usize = 1;
-const GIVEN: usize = 2;
+const HANDED_OUT: usize = 1;
 
 /// What the pool and every thread holding one of its magazines share.
 struct Shared {
@@ -125,8 +147,8 @@ struct Shared {
     returned: Mutex<Vec<Chain>>,
     /// Slots in `returned` (checked without the lock).
     returned_slots: AtomicUsize,
-    /// DEPOSITED, TAKEN, GIVEN.
-    bypass: Tally<3>,
+    /// DEPOSITED, HANDED_OUT.
+    bypass: Tally<2>,
     /// `M`: most slots one magazine holds.
     size: u32,
     /// The `Magazines` is gone: threads forget their entries for it.
@@ -169,14 +191,6 @@ impl Shared {
         !chains.is_empty()
     }
 
-    /// Empties `magazine` onto the depot (owner only).
-    fn empty_into_depot(&self, magazine: &Magazine, links: &(impl Links + ?Sized)) {
-        if let Some(chain) = magazine.chain() {
-            magazine.len.store(0, Ordering::Relaxed);
-            self.push_depot(links, chain);
-        }
-    }
-
     /// A magazine for the calling thread: one left by an exited thread, else a new one.
     fn claim(&self) -> *const CachePadded<Magazine> {
         let mut cursor = self.magazines.load(Ordering::Acquire);
@@ -211,7 +225,8 @@ impl Shared {
     /// The thread that claimed `magazine` is exiting: keep its chain with the pool (as free
     /// slots) and free the magazine for the next thread.
     fn retire(&self, magazine: &Magazine) {
-        if let Some(chain) = magazine.chain() {
+        let mut stock = magazine.stock();
+        if let Some(chain) = stock.take_all() {
             // The lock publishes the chain's links to whoever reclaims it, and makes the move
             // from the magazine to `returned` one step for audits (`count_quiescent`).
             let mut returned = lock(&self.returned);
@@ -219,7 +234,7 @@ impl Shared {
                 returned.push(chain);
                 self.returned_slots.fetch_add(chain.len as usize, Ordering::Relaxed);
             }
-            magazine.len.store(0, Ordering::Relaxed);
+            magazine.update(stock);
         }
         // Release: the next owner (Acquire in `claim`) sees the magazine empty and its counters.
         magazine.claimed.store(false, Ordering::Release);
@@ -392,45 +407,48 @@ impl Magazines {
     #[inline]
     pub fn acquire(&self, links: &(impl Links + ?Sized), n: u32) -> Option<Chain> {
         debug_assert!(n >= 1);
-        match self.with_own(|magazine| self.acquire_from(magazine, links, n)) {
+        let taken = self.with_own(|magazine| {
+            let mut stock = magazine.stock();
+            let taken = self.take(&mut stock, links, n);
+            stock.handed_out += taken.map_or(0, |chain| i64::from(chain.len));
+            magazine.update(stock);
+            taken
+        });
+        match taken {
             Some(taken) => taken,
             None => {
                 let chain = self.shared.pop_depot(links, n)?;
-                self.shared.bypass.add(TAKEN, i64::from(chain.len));
+                self.shared.bypass.add(HANDED_OUT, i64::from(chain.len));
                 Some(chain)
             }
         }
     }
 
     #[inline]
-    fn acquire_from(&self, magazine: &Magazine, links: &(impl Links + ?Sized), n: u32) -> Option<Chain> {
+    fn take(&self, stock: &mut Stock, links: &(impl Links + ?Sized), n: u32) -> Option<Chain> {
         let shared = &*self.shared;
         if shared.starved.load(Ordering::Relaxed) {
-            shared.empty_into_depot(magazine, links);
-            let chain = shared.pop_depot(links, n)?;
-            Magazine::count(&magazine.taken, chain.len);
-            return Some(chain);
+            if let Some(held) = stock.take_all() {
+                shared.push_depot(links, held);
+            }
+            return shared.pop_depot(links, n);
         }
-        let held = match magazine.chain() {
+        let held = match stock.take_all() {
             Some(held) => held,
             None => shared.pop_depot(links, n.max(shared.size / 2))?,
         };
+        if n >= held.len {
+            return Some(held);
+        }
         // The slots are this thread's (in its magazine, or just popped with an Acquire CAS):
         // their links were written by this thread or before the push it synchronized with.
-        let chain = if n >= held.len {
-            magazine.len.store(0, Ordering::Relaxed);
-            held
-        } else {
-            let mut last = held.first;
-            for _ in 1..n {
-                last = links.link(last).load(Ordering::Relaxed);
-            }
-            let rest = links.link(last).load(Ordering::Relaxed);
-            magazine.set(Chain { first: rest, last: held.last, len: held.len - n });
-            Chain { first: held.first, last, len: n }
-        };
-        Magazine::count(&magazine.taken, chain.len);
-        Some(chain)
+        let mut last = held.first;
+        for _ in 1..n {
+            last = links.link(last).load(Ordering::Relaxed);
+        }
+        let rest = links.link(last).load(Ordering::Relaxed);
+        stock.put(Chain { first: rest, last: held.last, len: held.len - n });
+        Some(Chain { first: held.first, last, len: n })
     }
 
     /// Gives back a chain of slots that came from [`acquire`](Self::acquire) (from any
@@ -438,19 +456,25 @@ impl Magazines {
     #[inline]
     pub fn release(&self, links: &(impl Links + ?Sized), chain: Chain) {
         debug_assert!(chain.len >= 1);
-        let released = self.with_own(|magazine| self.release_to(magazine, links, chain));
+        let released = self.with_own(|magazine| {
+            let mut stock = magazine.stock();
+            stock.handed_out -= i64::from(chain.len);
+            self.put(&mut stock, links, chain);
+            magazine.update(stock);
+        });
         if released.is_none() {
-            self.shared.bypass.add(GIVEN, i64::from(chain.len));
+            self.shared.bypass.add(HANDED_OUT, -i64::from(chain.len));
             self.shared.push_depot(links, chain);
         }
     }
 
     #[inline]
-    fn release_to(&self, magazine: &Magazine, links: &(impl Links + ?Sized), chain: Chain) {
+    fn put(&self, stock: &mut Stock, links: &(impl Links + ?Sized), chain: Chain) {
         let shared = &*self.shared;
-        Magazine::count(&magazine.given, chain.len);
         if shared.starved.load(Ordering::Relaxed) {
-            shared.empty_into_depot(magazine, links);
+            if let Some(held) = stock.take_all() {
+                shared.push_depot(links, held);
+            }
             shared.push_depot(links, chain);
             return;
         }
@@ -458,18 +482,18 @@ impl Magazines {
             shared.push_depot(links, chain);
             return;
         }
-        match magazine.chain() {
+        match stock.take_all() {
             Some(held) if held.len + chain.len > shared.size => {
-                magazine.set(chain);
+                stock.put(chain);
                 shared.push_depot(links, held);
             }
             Some(held) => {
                 // Relaxed: these slots are this thread's; the link is published by whichever
                 // Release CAS later hands them on.
                 links.link(chain.last).store(held.first, Ordering::Relaxed);
-                magazine.set(Chain { first: chain.first, last: held.last, len: held.len + chain.len });
+                stock.put(Chain { first: chain.first, last: held.last, len: held.len + chain.len });
             }
-            None => magazine.set(chain),
+            None => stock.put(chain),
         }
     }
 
@@ -497,20 +521,16 @@ impl Magazines {
     /// A snapshot of the counts.
     pub fn counts(&self) -> MagazineCounts {
         let shared = &*self.shared;
-        let (mut in_magazines, mut taken, mut given, mut magazines) = (0u64, 0i64, 0i64, 0usize);
+        let (mut in_magazines, mut handed_out, mut magazines) = (0u64, shared.bypass.sum(HANDED_OUT), 0usize);
         shared.each_magazine(|magazine| {
-            in_magazines += u64::from(magazine.len.load(Ordering::Relaxed));
-            taken += magazine.taken.load(Ordering::Relaxed) as i64;
-            given += magazine.given.load(Ordering::Relaxed) as i64;
+            in_magazines += u64::from(magazine.published().1);
+            handed_out += magazine.handed_out.load(Ordering::Relaxed);
             magazines += 1;
         });
-        taken += shared.bypass.sum(TAKEN);
-        given += shared.bypass.sum(GIVEN);
-        let free = shared.bypass.sum(DEPOSITED) + given - taken;
         MagazineCounts {
-            free: free.max(0) as usize,
+            free: (shared.bypass.sum(DEPOSITED) - handed_out).max(0) as usize,
             in_magazines: in_magazines as usize + shared.returned_slots.load(Ordering::Relaxed),
-            handed_out: taken - given,
+            handed_out,
             magazines,
         }
     }
@@ -520,10 +540,10 @@ impl Magazines {
     /// for audits and tests.
     pub fn count_quiescent(&self, links: &(impl Links + ?Sized), limit: usize) -> usize {
         let shared = &*self.shared;
-        let walk = |chain: Chain| {
-            let mut index = chain.first;
+        let walk = |(first, len): (u32, u32)| {
+            let mut index = first;
             let mut seen = 0;
-            while seen < chain.len && index != NIL {
+            while seen < len && index != NIL {
                 seen += 1;
                 index = links.link(index).load(Ordering::Acquire);
             }
@@ -533,8 +553,8 @@ impl Magazines {
         // `returned`.
         let returned = lock(&shared.returned);
         let mut count = shared.depot.count_quiescent(links, limit);
-        shared.each_magazine(|magazine| count += magazine.chain().map_or(0, walk));
-        count += returned.iter().copied().map(walk).sum::<usize>();
+        shared.each_magazine(|magazine| count += walk(magazine.published()));
+        count += returned.iter().map(|chain| walk((chain.first, chain.len))).sum::<usize>();
         count
     }
 }
@@ -550,7 +570,9 @@ impl Drop for Magazines {
 mod tests {
     use super::*;
 
-    fn stocked(slots: u32, size: u32) -> (Vec<crate::sync::AtomicU32>, Magazines) {
+    use crate::sync::AtomicU32;
+
+    fn stocked(slots: u32, size: u32) -> (Vec<AtomicU32>, Magazines) {
         let links: Vec<AtomicU32> = (0..slots).map(|_| AtomicU32::new(NIL)).collect();
         let magazines = Magazines::new(size);
         for i in (0..slots).rev() {
