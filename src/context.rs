@@ -112,7 +112,8 @@ pub struct Stats {
     /// `owned + submitted`.
     pub in_use: usize,
     /// The most slots seen in use at once: sampled when the pool grows (the moment it is
-    /// full), on every collect and on every `stats()` call.
+    /// full) and on every `stats()` call; on every collect, the slots submitted then (the
+    /// collector reads no thread's magazine).
     pub high_water: usize,
     /// Times the pool grew.
     pub grows: usize,

@@ -40,7 +40,7 @@
 
 use crate::freelist::{Chain, FreeList, Links, NIL};
 use crate::sync::{
-    lock, thread_local, Arc, AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering,
+    lock, thread_local, Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering,
     UnsafeCell,
 };
 use crate::tally::Tally;
@@ -83,10 +83,11 @@ impl Stock {
 struct Magazine {
     /// The owner's own view.
     stock: UnsafeCell<Stock>,
-    /// The stock's chain as others may read it: upper 32 bits `len`, lower 32 bits `first`.
+    /// What statistics read, in one word: upper 32 bits the stock's `len`, lower 32 bits its
+    /// `handed_out` modulo 2^32 (sums of these stay exact modulo 2^32; see `counts`).
     published: AtomicU64,
-    /// The stock's `handed_out`, for statistics.
-    handed_out: AtomicI64,
+    /// The stock's `first`, for audits.
+    first: AtomicU32,
     /// Held by a live thread.
     claimed: AtomicBool,
     /// The next magazine of the same pool: written before this one is published, then fixed.
@@ -97,8 +98,8 @@ impl Magazine {
     fn claimed_empty() -> Self {
         Self {
             stock: UnsafeCell::new(Stock { first: NIL, last: NIL, len: 0, handed_out: 0 }),
-            published: AtomicU64::new(u64::from(NIL)),
-            handed_out: AtomicI64::new(0),
+            published: AtomicU64::new(0),
+            first: AtomicU32::new(NIL),
             claimed: AtomicBool::new(true),
             next: AtomicPtr::new(std::ptr::null_mut()),
         }
@@ -119,14 +120,15 @@ impl Magazine {
         // Safety: as in `stock`.
         self.stock.with_mut(|own| unsafe { *own = stock });
         // Relaxed: read only by statistics, and by audits once the owner is quiet.
-        self.published.store((u64::from(stock.len) << 32) | u64::from(stock.first), Ordering::Relaxed);
-        self.handed_out.store(stock.handed_out, Ordering::Relaxed);
+        self.published
+            .store((u64::from(stock.len) << 32) | u64::from(stock.handed_out as u32), Ordering::Relaxed);
+        self.first.store(stock.first, Ordering::Relaxed);
     }
 
-    /// The published chain's first slot and length.
+    /// The published length and `handed_out` modulo 2^32.
     fn published(&self) -> (u32, u32) {
         let word = self.published.load(Ordering::Relaxed);
-        (word as u32, (word >> 32) as u32)
+        ((word >> 32) as u32, word as u32)
     }
 }
 
@@ -319,14 +321,18 @@ thread_local! {
 }
 
 /// Counts of a [`Magazines`] (each read on its own: exact only while no thread uses it).
+///
+/// The flows behind them are cumulative; each magazine publishes its share in 32 bits, so the
+/// counts are exact modulo 2^32: exact for any pool of fewer than 2^31 slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MagazineCounts {
     /// Free slots: on the depot, in magazines, or returned by exited threads.
     pub free: usize,
     /// Of those, the slots in magazines, exited threads' included until they reach the depot.
     pub in_magazines: usize,
-    /// Slots handed out by `acquire` less those taken back by `release`.
-    pub handed_out: i64,
+    /// Slots handed out by `acquire` less those taken back by `release` since the start,
+    /// modulo 2^32 (add it to other counts, then read the sum as an `i32`).
+    pub handed_out: u32,
     /// Magazines made: at most the number of threads that used these magazines at once.
     pub magazines: usize,
 }
@@ -521,14 +527,18 @@ impl Magazines {
     /// A snapshot of the counts.
     pub fn counts(&self) -> MagazineCounts {
         let shared = &*self.shared;
-        let (mut in_magazines, mut handed_out, mut magazines) = (0u64, shared.bypass.sum(HANDED_OUT), 0usize);
+        let (mut in_magazines, mut handed_out, mut magazines) =
+            (0u64, shared.bypass.sum(HANDED_OUT) as u32, 0);
+        // One load per magazine: the collector samples these on every collect.
         shared.each_magazine(|magazine| {
-            in_magazines += u64::from(magazine.published().1);
-            handed_out += magazine.handed_out.load(Ordering::Relaxed);
+            let (len, handed) = magazine.published();
+            in_magazines += u64::from(len);
+            handed_out = handed_out.wrapping_add(handed);
             magazines += 1;
         });
+        let free = (shared.bypass.sum(DEPOSITED) as u32).wrapping_sub(handed_out) as i32;
         MagazineCounts {
-            free: (shared.bypass.sum(DEPOSITED) - handed_out).max(0) as usize,
+            free: free.max(0) as usize,
             in_magazines: in_magazines as usize + shared.returned_slots.load(Ordering::Relaxed),
             handed_out,
             magazines,
@@ -553,7 +563,9 @@ impl Magazines {
         // `returned`.
         let returned = lock(&shared.returned);
         let mut count = shared.depot.count_quiescent(links, limit);
-        shared.each_magazine(|magazine| count += walk(magazine.published()));
+        shared.each_magazine(|magazine| {
+            count += walk((magazine.first.load(Ordering::Relaxed), magazine.published().0));
+        });
         count += returned.iter().map(|chain| walk((chain.first, chain.len))).sum::<usize>();
         count
     }
