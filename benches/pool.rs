@@ -1,12 +1,23 @@
-//! `pool`: acquire+release throughput of the slot freelist against the usual alternatives,
-//! at 1, 2, 4, 8 and 16 threads, one slot at a time and in batches of 16 (the way an
-//! `EventList` reserves its slots).
+//! `pool`: acquire+release throughput of the crate's free slots against the usual
+//! alternatives, at 1, 2, 4, 8 and 16 threads, one slot at a time and in batches of 16 (the
+//! way an `EventList` reserves its slots).
 //!
-//! Every thread hammers one shared freelist of 4096 slots: it acquires, then releases, as
-//! fast as it can. One operation is one slot acquired and released; in batch mode 16 slots
-//! move at once (ours: one `pop_chain` CAS and one `push_chain` CAS; the mutexes: 16 pops
-//! under one lock and 16 pushes under another; `ArrayQueue`: 16 pops and 16 pushes, since it
-//! has no batch operation).
+//! Every thread hammers one shared pool of 4096 slots: it acquires, then releases, as fast
+//! as it can. One operation is one slot acquired and released; in batch mode 16 slots move
+//! at once. How each implementation is driven:
+//! - `ours`: `Magazines` (the crate's pool: per-thread magazines of up to 128 slots, the size
+//!   a default context gets, over the Treiber freelist): `acquire(1)` / `release`, or
+//!   `acquire(16)` and `release` of the chain.
+//! - `treiber`: the bare Treiber freelist (the crate's pool before magazines): one `pop` and
+//!   one `push` CAS, or one `pop_chain(16)` and one `push_chain` CAS.
+//! - `std_mutex`, `parking_lot`: a `Vec<u32>` of free indices behind the lock; a batch is 16
+//!   pops under one lock and 16 pushes under another.
+//! - `array_queue`: `crossbeam_queue::ArrayQueue<u32>` holding the free indices: 16 pops and
+//!   16 pushes per batch (it has no batch operation).
+//! - `sharded_slab`: `sharded_slab::Slab<u32>`: acquire = `insert` (a slot of the calling
+//!   thread's shard), release = `remove(key)`; a batch is 16 of each.
+//! - `lockfree_object_pool`: `lockfree_object_pool::LinearObjectPool<u32>`: acquire = `pull`
+//!   (a guard), release = dropping the guard; a batch holds 16 guards, then drops them.
 //!
 //! Criterion reports time per iteration (every thread does one acquire+release of `batch`
 //! slots) and throughput in slots per second; the JSON has nanoseconds per slot, all
@@ -18,7 +29,8 @@ use common::results::{Record, Results};
 use common::{criterion_estimate_ns, timed_threads, THREADS};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use crossbeam_queue::ArrayQueue;
-use gpu_event_pool::freelist::{FreeList, NIL};
+use gpu_event_pool::freelist::{Chain, FreeList, NIL};
+use gpu_event_pool::magazine::Magazines;
 use std::hint::black_box;
 use std::sync::atomic::AtomicU32;
 use std::sync::Mutex;
@@ -26,6 +38,8 @@ use std::time::SystemTime;
 
 const SLOTS: u32 = 4096;
 const BATCH: u32 = 16;
+/// The magazine size a context with the default maximum (16384 slots) gets.
+const MAGAZINE: u32 = 128;
 
 /// A shared set of free slot indices.
 trait SlotSet: Sync {
@@ -40,16 +54,52 @@ trait SlotSet: Sync {
     fn cycle_batch(&self, scratch: &mut Vec<u32>);
 }
 
-/// Ours: the crate's Treiber freelist over a links array.
+/// A links array for `SLOTS` slots.
+fn links() -> Vec<AtomicU32> {
+    (0..SLOTS).map(|_| AtomicU32::new(NIL)).collect()
+}
+
+/// Ours: the crate's per-thread magazines over its Treiber freelist.
 struct Ours {
-    free: FreeList,
+    slots: Magazines,
     links: Vec<AtomicU32>,
 }
 
 impl SlotSet for Ours {
     const NAME: &'static str = "ours";
     fn full() -> Self {
-        let links: Vec<AtomicU32> = (0..SLOTS).map(|_| AtomicU32::new(NIL)).collect();
+        let links = links();
+        for i in 1..SLOTS {
+            links[i as usize - 1].store(i, std::sync::atomic::Ordering::Relaxed);
+        }
+        let slots = Magazines::new(MAGAZINE);
+        slots.deposit(&links, Chain { first: 0, last: SLOTS - 1, len: SLOTS });
+        Self { slots, links }
+    }
+    #[inline]
+    fn cycle_one(&self) {
+        if let Some(slot) = self.slots.acquire(&self.links, 1) {
+            self.slots.release(&self.links, black_box(slot));
+        }
+    }
+    #[inline]
+    fn cycle_batch(&self, _scratch: &mut Vec<u32>) {
+        if let Some(chain) = self.slots.acquire(&self.links, BATCH) {
+            self.slots.release(&self.links, black_box(chain));
+        }
+    }
+}
+
+/// The crate's Treiber freelist alone (its pool before magazines).
+struct Treiber {
+    free: FreeList,
+    links: Vec<AtomicU32>,
+}
+
+impl SlotSet for Treiber {
+    const NAME: &'static str = "treiber";
+    fn full() -> Self {
+        let links = links();
         let free = FreeList::new();
         for i in (0..SLOTS).rev() {
             free.push(&links, i);
@@ -152,6 +202,46 @@ impl SlotSet for Queue {
     }
 }
 
+struct ShardedSlab(sharded_slab::Slab<u32>);
+
+impl SlotSet for ShardedSlab {
+    const NAME: &'static str = "sharded_slab";
+    fn full() -> Self {
+        Self(sharded_slab::Slab::new())
+    }
+    #[inline]
+    fn cycle_one(&self) {
+        if let Some(key) = self.0.insert(0) {
+            self.0.remove(black_box(key));
+        }
+    }
+    #[inline]
+    fn cycle_batch(&self, _scratch: &mut Vec<u32>) {
+        let keys: [Option<usize>; BATCH as usize] = std::array::from_fn(|_| self.0.insert(0));
+        for key in black_box(keys).into_iter().flatten() {
+            self.0.remove(key);
+        }
+    }
+}
+
+struct LockfreeObjectPool(lockfree_object_pool::LinearObjectPool<u32>);
+
+impl SlotSet for LockfreeObjectPool {
+    const NAME: &'static str = "lockfree_object_pool";
+    fn full() -> Self {
+        Self(lockfree_object_pool::LinearObjectPool::new(|| 0, |_| {}))
+    }
+    #[inline]
+    fn cycle_one(&self) {
+        drop(black_box(self.0.pull()));
+    }
+    #[inline]
+    fn cycle_batch(&self, _scratch: &mut Vec<u32>) {
+        let held: [_; BATCH as usize] = std::array::from_fn(|_| self.0.pull());
+        drop(black_box(held));
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Mode {
     Single,
@@ -219,9 +309,12 @@ fn main() {
     let mut results = Results::default();
     for mode in [Mode::Single, Mode::Batch] {
         bench_set::<Ours>(&mut c, &mut results, mode);
+        bench_set::<Treiber>(&mut c, &mut results, mode);
         bench_set::<StdMutex>(&mut c, &mut results, mode);
         bench_set::<ParkingLot>(&mut c, &mut results, mode);
         bench_set::<Queue>(&mut c, &mut results, mode);
+        bench_set::<ShardedSlab>(&mut c, &mut results, mode);
+        bench_set::<LockfreeObjectPool>(&mut c, &mut results, mode);
     }
     c.final_summary();
     if common::benchmarking() {

@@ -1,7 +1,7 @@
 //! The collector: reads the times of completed lists, puts them in per-lane GPU order, hands
 //! their zones to the sinks, and releases their slots.
 //!
-//! Collection has two phases (docs/design.md, section 7 has the diagrams):
+//! Collection has two phases (docs/design.md, section 8; section 1 has the diagram):
 //!
 //! 1. **Read** ([`read_phase`]), run by every caller of `collect` at once, with no lock: take
 //!    every submitted list (one swap) and every list an earlier call found incomplete, sort
@@ -20,13 +20,13 @@
 //! invalidate another thread's stream capture.
 //!
 //! Time. CUDA only measures the time between two completed events, as `f32` milliseconds.
-//! An `f32` under 2^24 ns (16.7 ms) converts back to whole nanoseconds exactly; above that,
-//! half an `f32` step of the distance is lost (0.95 ns per ns step at 16 to 33 ms, 0.125 ms at
-//! one hour). So every measured distance is kept short:
+//! An `f32` under 16 ms converts back to whole nanoseconds exactly (its step there is at most
+//! 0.95 ns); above, up to half a step is lost (0.95 ns from 16 to 32 ms, 0.125 ms at one
+//! hour). So every measured distance is kept short:
 //!
 //! - within a list, event `i` is measured from event `i - 1` and the steps are summed in
 //!   `i64` nanoseconds: durations are exact whenever consecutive events of a list are less
-//!   than 16.7 ms apart, however long the list and whenever it is collected;
+//!   than 16 ms apart, however long the list and whenever it is collected;
 //! - a list's first event is placed against the nearest *anchor*: an event the collector
 //!   records on its own idle stream every `anchor_interval`, whose time is the previous
 //!   anchor's plus the step between them. The last [`ANCHORS`] anchors are kept, so a list
@@ -661,7 +661,7 @@ impl<B: Backend> Collector<B> {
 
     /// The order guard: zones on a list's home lane never start before the latest end
     /// already emitted on that lane *by rounding*. Lists of a lane are emitted in GPU order and
-    /// placed exactly whenever an anchor is less than 16.7 ms away, so this never moves
+    /// placed exactly whenever an anchor is less than 16 ms away, so this never moves
     /// anything then. Placed from further (a context collected rarely), two back-to-back lists
     /// could overlap by up to the sum of their rounding bounds: the later list is then moved
     /// (whole, so its durations stay exact) and counted in `Stats::lists_shifted`. A larger

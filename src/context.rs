@@ -111,8 +111,11 @@ pub struct Stats {
     pub max_capacity: usize,
     /// Pages created.
     pub pages: usize,
-    /// Slots on the freelist.
+    /// Free slots: on the freelist, or idle in threads' magazines (`in_magazines`).
     pub free: usize,
+    /// Of the free slots, those in per-thread magazines (including those of exited threads
+    /// until the pool moves them to the freelist): at most `magazine size x threads`.
+    pub in_magazines: usize,
     /// Slots held by lists being recorded (including their unused reservations).
     pub owned: usize,
     /// Slots in submitted lists not yet collected.
@@ -120,7 +123,8 @@ pub struct Stats {
     /// `owned + submitted`.
     pub in_use: usize,
     /// The most slots seen in use at once: sampled when the pool grows (the moment it is
-    /// full), on every collect and on every `stats()` call.
+    /// full) and on every `stats()` call; on every collect, the slots submitted then (the
+    /// collector reads no thread's magazine).
     pub high_water: usize,
     /// Times the pool grew.
     pub grows: usize,
@@ -139,8 +143,8 @@ pub struct Stats {
     /// Zones delivered to the sinks.
     pub zones_emitted: usize,
     /// Lists moved later on their lane by the order guard because rounding would have made
-    /// them overlap the list before (only possible when anchors were more than 16.7 ms apart:
-    /// docs/design.md, section 7). 0 when the context is collected at least every
+    /// them overlap the list before (only possible when anchors were 16 ms or more apart:
+    /// docs/design.md, section 8). 0 when the context is collected at least every
     /// `anchor_interval`.
     pub lists_shifted: usize,
     /// Batches that a sink failed to take (an error or a caught panic).
@@ -479,7 +483,7 @@ impl<B: Backend> Builder<B> {
         self
     }
     /// Sets how often the collector takes a new time anchor (default 5 ms; docs/design.md,
-    /// section 7: anchors under 16.7 ms apart keep every time exact).
+    /// section 8: anchors under 16 ms apart keep every time exact).
     pub fn anchor_interval(mut self, interval: Duration) -> Self {
         self.set.push(Box::new(move |c| c.anchor_interval = interval));
         self
@@ -700,6 +704,7 @@ impl<B: Backend> TracingContext<B> {
             max_capacity: p.max_capacity,
             pages: p.pages,
             free: p.free,
+            in_magazines: p.in_magazines,
             owned: p.owned,
             submitted: p.submitted,
             in_use: p.owned + p.submitted,
@@ -718,9 +723,9 @@ impl<B: Backend> TracingContext<B> {
         }
     }
 
-    /// Walks the freelist and counts the slots really on it: an audit of [`Stats::free`],
-    /// supported for tests and diagnostics. Exact only while no other thread records,
-    /// submits or collects.
+    /// Walks the freelist and every thread's magazine and counts the slots really free: an
+    /// audit of [`Stats::free`], supported for tests and diagnostics. Exact only while no
+    /// other thread records, submits or collects.
     pub fn free_slots_walked(&self) -> usize {
         self.inner.pool.free_slots_walked()
     }

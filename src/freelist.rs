@@ -185,6 +185,14 @@ impl<const TAG_BITS: u32> TaggedFreeList<TAG_BITS> {
         }
     }
 
+    /// Whether the stack is empty at this instant. Only a hint: other threads may push or pop
+    /// right after; nothing may be concluded from it about any slot.
+    #[inline]
+    pub fn looks_empty(&self) -> bool {
+        // Relaxed: a hint, never followed by a read of any slot.
+        Self::index(self.head.load(Ordering::Relaxed)) == NIL
+    }
+
     /// Counts the slots on the stack by walking it, stopping after `limit`. Exact only when
     /// no other thread is using the stack; meant for audits and tests.
     pub fn count_quiescent(&self, links: &(impl Links + ?Sized), limit: usize) -> usize {

@@ -54,6 +54,7 @@ pub mod freelist;
 mod lanes;
 mod list;
 pub mod location;
+pub mod magazine;
 mod pool;
 pub mod sink;
 mod submit;

@@ -15,15 +15,19 @@
 //! The pool is also the one place that moves slots between states and counts them:
 //! Free -> Owned ([`Pool::acquire`]), Owned -> Free ([`Pool::release_owned`]),
 //! Owned -> Submitted ([`Pool::mark_submitted`]), Submitted -> Free ([`Pool::release_submitted`]).
+//! Free slots sit in the calling threads' magazines or on the freelist behind them
+//! ([`Magazines`]): lists acquire from and release to their thread's magazine; the collector
+//! and new pages go to the freelist (the depot).
 
 use crate::backend::Lane;
 use crate::error::BackendError;
-use crate::freelist::{Chain, FreeList, Links, NIL};
+use crate::freelist::{Chain, Links, NIL};
 use crate::lanes::LaneSeq;
 use crate::location::Location;
+use crate::magazine::Magazines;
 use crate::sink::Zone;
 use crate::submit::SubmissionLinks;
-use crate::sync::consts::MAX_PAGES;
+use crate::sync::consts::{MAGAZINE_SLOTS, MAX_PAGES};
 use crate::sync::{spin_wait, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
 use crate::tally::Tally;
 use crossbeam_utils::CachePadded;
@@ -105,12 +109,14 @@ pub(crate) enum AcquireError {
 }
 
 /// Slot counts per state, each changed by the transition that moves slots, so that their sum
-/// against `capacity` checks the bookkeeping rather than restating it. The three state
-/// counts change on the recording path: they are sharded per thread ([`Tally`]).
+/// against `capacity` checks the bookkeeping rather than restating it. Free slots, and the
+/// slots lists acquire and release, are counted by the magazines (each thread on its own
+/// magazine's line); the rest change per list or per collect, sharded per thread ([`Tally`]).
 #[derive(Debug)]
 struct Counters {
-    /// FREE, OWNED, SUBMITTED slots.
-    states: Tally<3>,
+    /// OWNED: slots owned other than through the magazines (kept from a new page, less those
+    /// submitted); SUBMITTED.
+    states: Tally<2>,
     capacity: AtomicUsize,
     /// The most slots seen in use, sampled when the pool grows (the moment it is full),
     /// on every collect and on every `stats()`.
@@ -118,9 +124,8 @@ struct Counters {
     grows: AtomicUsize,
 }
 
-const FREE: usize = 0;
-const OWNED: usize = 1;
-const SUBMITTED: usize = 2;
+const OWNED: usize = 0;
+const SUBMITTED: usize = 1;
 
 /// A snapshot of the pool's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +134,7 @@ pub(crate) struct PoolCounts {
     pub(crate) max_capacity: usize,
     pub(crate) pages: usize,
     pub(crate) free: usize,
+    pub(crate) in_magazines: usize,
     pub(crate) owned: usize,
     pub(crate) submitted: usize,
     pub(crate) high_water: usize,
@@ -137,7 +143,8 @@ pub(crate) struct PoolCounts {
 
 /// The pool of slots.
 pub(crate) struct Pool<E> {
-    free: FreeList,
+    /// The free slots: the threads' magazines and the freelist behind them.
+    free: Magazines,
     /// Page k's first slot, or null until page k is created.
     pages: [AtomicPtr<Slot<E>>; MAX_PAGES],
     /// Pages created so far (only the growing thread writes it).
@@ -206,7 +213,7 @@ impl<E> Pool<E> {
         let shift = initial.next_power_of_two().trailing_zeros();
         debug_assert!(Self::pages_needed(shift, max).is_some());
         let pool = Self {
-            free: FreeList::new(),
+            free: Magazines::new(Self::magazine_size(max)),
             pages: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
             page_count: AtomicUsize::new(0),
             growing: CachePadded::new(AtomicBool::new(false)),
@@ -221,8 +228,14 @@ impl<E> Pool<E> {
             },
         };
         let chain = pool.add_page(create)?;
-        pool.push_free(chain);
+        pool.free.deposit(&pool, chain);
         Ok(pool)
+    }
+
+    /// Slots one thread's magazine may hold: 1/16 of the maximum, between 2 and
+    /// `MAGAZINE_SLOTS` (128), so that a few threads cannot hold most of a small pool.
+    pub(crate) fn magazine_size(max: u32) -> u32 {
+        (max / 16).clamp(2, MAGAZINE_SLOTS)
     }
 
     fn page_start(&self, k: usize) -> u64 {
@@ -264,9 +277,11 @@ impl<E> Pool<E> {
         }
     }
 
-    /// Free -> Owned: takes up to `n` slots, growing the pool if it is empty and below its
-    /// maximum. Only the thread that grows waits for the backend; others keep popping, and
-    /// wait only if the freelist is empty while a page is being made.
+    /// Free -> Owned: takes up to `n` slots from the calling thread's magazine (refilled from
+    /// the freelist), growing the pool if both are empty and it is below its maximum. Only the
+    /// thread that grows waits for the backend; others keep trying, and wait only if the
+    /// freelist is empty while a page is being made. At the maximum, before reporting
+    /// exhaustion, it starves the magazines ([`Magazines::starve`]).
     pub(crate) fn acquire(
         &self,
         n: u32,
@@ -274,8 +289,7 @@ impl<E> Pool<E> {
     ) -> Result<Chain, AcquireError> {
         let mut create = create;
         loop {
-            if let Some(chain) = self.free.pop_chain(self, n) {
-                self.took(chain.len, true);
+            if let Some(chain) = self.free.acquire(self, n) {
                 return Ok(chain);
             }
             // Acquire: pairs with the Release store that ends a growth, so the pages and
@@ -291,18 +305,18 @@ impl<E> Pool<E> {
         }
     }
 
-    /// With the growth flag held: pops again (slots may have come back), else adds a page and
-    /// keeps up to `n` of its slots.
+    /// With the growth flag held: tries again (slots may have come back), else adds a page
+    /// and keeps up to `n` of its slots.
     fn grow_locked(
         &self,
         n: u32,
         create: &mut impl FnMut() -> Result<E, BackendError>,
     ) -> Result<Chain, AcquireError> {
-        if let Some(chain) = self.free.pop_chain(self, n) {
-            self.took(chain.len, true);
+        if let Some(chain) = self.free.acquire(self, n) {
             return Ok(chain);
         }
         if self.counters.capacity.load(Ordering::Relaxed) >= self.max as usize {
+            self.free.starve();
             return Err(AcquireError::Exhausted);
         }
         // The freelist is empty: every slot is in use. Record that peak before growing.
@@ -314,9 +328,9 @@ impl<E> Pool<E> {
         let kept = Chain { first: page.first, last: page.first + keep - 1, len: keep };
         if keep < page.len {
             let rest = Chain { first: page.first + keep, last: page.last, len: page.len - keep };
-            self.push_free(rest);
+            self.free.deposit(self, rest);
         }
-        self.took(keep, false);
+        self.counters.states.add(OWNED, i64::from(keep));
         Ok(kept)
     }
 
@@ -350,18 +364,10 @@ impl<E> Pool<E> {
         Ok(Chain { first: start, last: start + len as u32 - 1, len: len as u32 })
     }
 
-    fn took(&self, len: u32, from_free: bool) {
-        let states = &self.counters.states;
-        if from_free {
-            states.add(FREE, -i64::from(len));
-        }
-        states.add(OWNED, i64::from(len));
-    }
-
-    /// Owned -> Free: a list returns slots it did not submit (one CAS for the whole chain).
+    /// Owned -> Free: a list returns slots it did not submit, to the calling thread's
+    /// magazine (no atomic read-modify-write unless the magazine spills: then one CAS).
     pub(crate) fn release_owned(&self, chain: Chain) {
-        self.counters.states.add(OWNED, -i64::from(chain.len));
-        self.push_free(chain);
+        self.free.release(self, chain);
     }
 
     /// Owned -> Submitted.
@@ -370,41 +376,42 @@ impl<E> Pool<E> {
         self.counters.states.add(SUBMITTED, i64::from(len));
     }
 
-    /// Submitted -> Free: the collector returns collected lists (one CAS for all of them).
+    /// Submitted -> Free: the collector returns collected lists, to the freelist (one CAS
+    /// for all of them). Chains of exited threads' magazines go there too.
     pub(crate) fn release_submitted(&self, chain: Chain) {
         self.counters.states.add(SUBMITTED, -i64::from(chain.len));
-        self.push_free(chain);
+        self.free.deposit(self, chain);
     }
 
-    fn push_free(&self, chain: Chain) {
-        self.free.push_chain(self, chain);
-        self.counters.states.add(FREE, i64::from(chain.len));
-    }
-
-    /// Folds the slots in use now into the high-water mark.
+    /// Folds the slots submitted now into the high-water mark: a lower bound of the slots in
+    /// use, cheap enough for every collect (it reads no thread's magazine; `counts` folds the
+    /// exact figure).
     pub(crate) fn sample_high_water(&self) {
-        let in_use = self.counters.capacity.load(Ordering::Relaxed) as i64 - self.counters.states.sum(FREE);
-        self.counters.high_water.fetch_max(in_use.max(0) as usize, Ordering::Relaxed);
+        let submitted = self.counters.states.sum(SUBMITTED).max(0) as usize;
+        self.counters.high_water.fetch_max(submitted, Ordering::Relaxed);
     }
 
     /// A snapshot of the counters (each read separately: exact when the pool is quiescent).
     pub(crate) fn counts(&self) -> PoolCounts {
-        self.sample_high_water();
+        let free = self.free.counts();
         let c = &self.counters;
-        let state = |field| c.states.sum(field).max(0) as usize;
+        let in_use = c.capacity.load(Ordering::Relaxed).saturating_sub(free.free);
+        c.high_water.fetch_max(in_use, Ordering::Relaxed);
         PoolCounts {
             capacity: c.capacity.load(Ordering::Relaxed),
             max_capacity: self.max as usize,
             pages: self.page_count.load(Ordering::Relaxed),
-            free: state(FREE),
-            owned: state(OWNED),
-            submitted: state(SUBMITTED),
+            free: free.free,
+            in_magazines: free.in_magazines,
+            owned: (free.handed_out.wrapping_add(c.states.sum(OWNED) as u32) as i32).max(0) as usize,
+            submitted: c.states.sum(SUBMITTED).max(0) as usize,
             high_water: c.high_water.load(Ordering::Relaxed),
             grows: c.grows.load(Ordering::Relaxed),
         }
     }
 
-    /// Walks the freelist: the number of slots really on it. Exact only when quiescent.
+    /// Walks the freelist and every magazine: the number of slots really free. Exact only
+    /// when quiescent.
     pub(crate) fn free_slots_walked(&self) -> usize {
         self.free.count_quiescent(self, self.max as usize + 1)
     }

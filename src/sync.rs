@@ -18,6 +18,12 @@ pub(crate) use std::sync::atomic::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Thread-locals: loom's are per model thread and dropped when that thread ends, as std's are.
+#[cfg(loom)]
+pub(crate) use loom::thread_local;
+#[cfg(not(loom))]
+pub(crate) use std::thread_local;
+
 pub(crate) use std::sync::atomic::Ordering;
 
 /// A sequentially consistent fence (loom's under loom).
@@ -113,4 +119,6 @@ pub(crate) mod consts {
     pub(crate) const MAX_PAGES: usize = if cfg!(loom) { 4 } else { 32 };
     /// Deepest zone nesting one list supports.
     pub(crate) const MAX_DEPTH: usize = if cfg!(loom) { 4 } else { 32 };
+    /// Most slots one thread's magazine holds for one pool (`magazine::Magazines`).
+    pub(crate) const MAGAZINE_SLOTS: u32 = if cfg!(loom) { 2 } else { 128 };
 }

@@ -1,0 +1,205 @@
+#![cfg(loom)]
+//! Loom models of the per-thread magazines (`magazine::Magazines`): a magazine filling and
+//! spilling onto the depot while another thread releases to the depot and finds the pool
+//! empty, on the bare magazines and through a whole context.
+//!
+//! Under loom a magazine holds at most 2 slots (`sync::consts::MAGAZINE_SLOTS`) and refills
+//! one slot at a time, so that 3 or 4 slots are enough to fill one, spill it and run out.
+
+#[path = "common/backend.rs"]
+mod backend;
+mod common;
+
+use backend::{assert_accounted, context, received, LoomStream};
+use gpu_event_pool::freelist::{Chain, Links, NIL};
+use gpu_event_pool::magazine::Magazines;
+use gpu_event_pool::{DynamicLocation, Lane, RecordError};
+use loom::cell::UnsafeCell;
+use loom::sync::atomic::AtomicU32;
+use loom::sync::Arc;
+use loom::thread;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Notes that an outcome happened in some explored interleaving (test bookkeeping across
+/// loom's executions, outside the model).
+fn saw(flag: &AtomicBool) {
+    flag.store(true, Ordering::Relaxed);
+}
+
+/// Four slots: their links, and a payload each that only the slot's holder may touch.
+struct Slots {
+    links: [AtomicU32; 4],
+    payload: [UnsafeCell<u32>; 4],
+}
+
+impl Links for Slots {
+    fn link(&self, index: u32) -> &AtomicU32 {
+        &self.links[index as usize]
+    }
+}
+
+impl Slots {
+    fn new() -> Self {
+        Self {
+            links: std::array::from_fn(|_| AtomicU32::new(NIL)),
+            payload: std::array::from_fn(|_| UnsafeCell::new(0)),
+        }
+    }
+
+    /// Takes a slot handed out by the magazines: reads and writes its payload. A slot handed
+    /// out without a happens-before edge from its previous holder is a data race here.
+    fn own(&self, index: u32, mark: u32) {
+        let cell = &self.payload[index as usize];
+        // Safety: the magazines gave this thread the slot; no other thread may touch its
+        // payload until it is released (which is what loom checks).
+        let _previous = cell.with(|p| unsafe { *p });
+        // Safety: as above.
+        cell.with_mut(|p| unsafe { *p = mark });
+    }
+}
+
+fn one(index: u32) -> Chain {
+    Chain { first: index, last: index, len: 1 }
+}
+
+/// The filler takes three slots one at a time (its magazine refills with one each time),
+/// then releases them: the first two fill its magazine, the third spills it onto the depot.
+/// Meanwhile the other thread, like a collector, deposits the fourth slot, and before that
+/// tries to acquire one: when the filler holds all three, it finds nothing and starves the
+/// magazines, and the filler's releases then bypass its magazine. Every slot is handed to
+/// one holder at a time (loom checks the payloads), and once both threads have exited (their
+/// magazines returned), all four are free, walk as free, and can all be taken again.
+#[test]
+fn magazine_fills_and_spills_while_a_depositor_runs_the_pool_dry() {
+    static RAN_DRY: AtomicBool = AtomicBool::new(false);
+    static FILLED_ALL: AtomicBool = AtomicBool::new(false);
+    common::model(|| {
+        let shared = Arc::new((Magazines::new(2), Slots::new()));
+        for index in [2, 1, 0] {
+            shared.0.deposit(&shared.1, one(index));
+        }
+        let filler = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let (magazines, slots) = &*shared;
+                let held: Vec<Chain> = (0..3).filter_map(|_| magazines.acquire(slots, 1)).collect();
+                for chain in &held {
+                    assert_eq!(chain.len, 1);
+                    slots.own(chain.first, 1);
+                }
+                let took = held.len();
+                for chain in held {
+                    magazines.release(slots, chain);
+                }
+                took
+            })
+        };
+        let depositor = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let (magazines, slots) = &*shared;
+                let got = magazines.acquire(slots, 1);
+                match got {
+                    Some(chain) => {
+                        slots.own(chain.first, 2);
+                        magazines.release(slots, chain);
+                    }
+                    None => magazines.starve(),
+                }
+                slots.own(3, 2);
+                magazines.deposit(slots, one(3));
+                got.is_some()
+            })
+        };
+        let took = filler.join().unwrap();
+        let got = depositor.join().unwrap();
+        if !got {
+            saw(&RAN_DRY);
+            assert_eq!(took, 3, "the pool ran dry only while the filler held every slot");
+        }
+        if took == 3 {
+            saw(&FILLED_ALL);
+        }
+
+        let (magazines, slots) = &*shared;
+        let counts = magazines.counts();
+        assert_eq!((counts.free, counts.handed_out), (4, 0), "{counts:?}");
+        assert_eq!(magazines.count_quiescent(slots, 8), 4, "every free slot walks");
+        let mut again: Vec<u32> =
+            std::iter::from_fn(|| magazines.acquire(slots, 1)).map(|c| c.first).collect();
+        for &index in &again {
+            slots.own(index, 3);
+        }
+        again.sort_unstable();
+        assert_eq!(again, [0, 1, 2, 3], "a slot was lost or handed out twice");
+    });
+    assert!(RAN_DRY.load(Ordering::Relaxed), "no interleaving ran the pool dry");
+    assert!(FILLED_ALL.load(Ordering::Relaxed), "no interleaving filled and spilled a magazine");
+}
+
+/// A context of 3 slots reserving one at a time. The filler records a one-zone list (two
+/// slots) and begins a second (one slot), then drops both unsubmitted: the first fills its
+/// magazine, the second spills it. The other thread records a zone, submits it and collects:
+/// the collector releases to the depot (keeping the list's last event as its stream's
+/// reference). Whoever comes second may find the pool exhausted: that zone is dropped and
+/// counted, never half-emitted, and once everything is flushed all 3 slots are free again.
+#[test]
+fn recording_magazine_spills_while_the_collector_releases_and_the_pool_runs_out() {
+    static EXHAUSTED: AtomicBool = AtomicBool::new(false);
+    static FILLED_ALL: AtomicBool = AtomicBool::new(false);
+    common::model(|| {
+        let (backend, sink, ctx) = context(3, 3, 1);
+        let filler = {
+            let ctx = ctx.clone();
+            thread::spawn(move || {
+                let stream = LoomStream::new(0);
+                let mut full = ctx.list();
+                let begun = full.zone_begin(&stream, DynamicLocation::new("dropped"));
+                let ended = full.zone_end(&stream);
+                let mut open = ctx.list();
+                let more = open.zone_begin(&stream, DynamicLocation::new("open"));
+                drop(full);
+                drop(open);
+                [begun, ended, more]
+            })
+        };
+        let submitter = {
+            let ctx = ctx.clone();
+            thread::spawn(move || {
+                let stream = LoomStream::new(1);
+                let mut list = ctx.list();
+                let begun = list.zone_begin(&stream, DynamicLocation::new("kept"));
+                let ended = list.zone_end(&stream);
+                ctx.submit(list).expect("no open zone, same context");
+                ctx.collect().unwrap();
+                begun.is_ok() && ended.is_ok()
+            })
+        };
+        let filled = filler.join().unwrap();
+        let kept = submitter.join().unwrap();
+        ctx.flush().unwrap();
+
+        let failures = filled.iter().filter(|r| r.is_err()).count() + usize::from(!kept);
+        for result in &filled {
+            if let Err(e) = result {
+                assert_eq!(*e, RecordError::PoolExhausted { capacity: 3 });
+            }
+        }
+        let expected: Vec<_> =
+            kept.then(|| ("kept".to_owned(), Lane::Stream(1), 1_000)).into_iter().collect();
+        assert_eq!(received(&sink), expected, "exactly the fully recorded, submitted zone arrives");
+        let stats = assert_accounted(&ctx);
+        assert_eq!(stats.dropped_zones, failures, "{stats:?}");
+        assert_eq!((stats.free, stats.owned, stats.submitted), (3, 0, 0), "{stats:?}");
+        if failures > 0 {
+            saw(&EXHAUSTED);
+        }
+        if filled.iter().all(Result::is_ok) {
+            saw(&FILLED_ALL);
+        }
+        drop(ctx);
+        assert_eq!(backend.live_events(), 0, "every event destroyed with the pool");
+    });
+    assert!(EXHAUSTED.load(Ordering::Relaxed), "no interleaving exhausted the pool");
+    assert!(FILLED_ALL.load(Ordering::Relaxed), "no interleaving filled and spilled the magazine");
+}
