@@ -647,7 +647,8 @@ fn calls_leave_the_threads_current_context_as_they_found_it() {
     assert_eq!(current(), other, "collect");
     ctx.flush().unwrap();
     assert_eq!(current(), other, "flush");
-    let _ = gpu.cuda.new_stream().unwrap();
+    // Kept alive: dropping a cudarc `CudaStream` binds its context (cudarc's own drop).
+    let _stream = gpu.cuda.new_stream().unwrap();
     assert_eq!(current(), other, "new_stream");
     assert_eq!(sink.zones().len(), 1);
     assert_measures(&sink.zones()[0], 100 * US);
