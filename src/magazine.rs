@@ -439,10 +439,21 @@ impl Magazines {
             }
             return shared.pop_depot(links, n);
         }
-        let held = match stock.take_all() {
+        let mut held = match stock.take_all() {
             Some(held) => held,
             None => shared.pop_depot(links, n.max(shared.size / 2))?,
         };
+        if n > held.len {
+            // Top a short magazine up from the depot: a list that got less than its batch
+            // would come back for more and keep the rest as a spare, a slot that another
+            // list may need (the pool is small, or nearly exhausted).
+            if let Some(more) = shared.pop_depot(links, n - held.len) {
+                // Relaxed: these slots are this thread's (its magazine's, or just popped with
+                // an Acquire CAS); the link is published by whichever Release CAS hands them on.
+                links.link(held.last).store(more.first, Ordering::Relaxed);
+                held = Chain { first: held.first, last: more.last, len: held.len + more.len };
+            }
+        }
         if n >= held.len {
             return Some(held);
         }

@@ -514,3 +514,35 @@ fn a_graph_list_collected_before_its_launch_fails_clearly_and_loses_nothing_else
     let stats = assert_accounted(&ctx);
     assert_eq!((stats.lists_failed, stats.dropped_zones, stats.submitted), (1, 1, 0));
 }
+
+/// A pool of 8 slots, reserving 2 at a time: after a flush returns the slots (some to this
+/// thread's magazine, some to the depot), four lists of two events fit exactly. A magazine
+/// holding one slot must top a reservation up from the depot, or a list keeps a spare slot
+/// that the last list needs (found by the CUDA graph-relaunch test on the H200).
+#[test]
+fn every_slot_is_usable_when_a_magazine_runs_short_of_a_batch() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let ctx = TracingContext::builder(sim.clone()).capacity(8, 8).batch(2).build().unwrap();
+    let graph = sim.graph();
+    let mut gl = ctx.list();
+    gl.graph_zone_begin(&graph, &[], location!("g1")).unwrap();
+    sim.add_kernel_node(&graph, 1000);
+    gl.graph_zone_next(&graph, &[], location!("g2")).unwrap();
+    sim.add_kernel_node(&graph, 1000);
+    gl.graph_zone_end(&graph, &[]).unwrap();
+    sim.launch_graph(&graph, &stream);
+    let mut marker = ctx.list();
+    marker.zone_begin(&stream, location!("m")).unwrap();
+    marker.zone_end(&stream).unwrap();
+    ctx.submit(gl).unwrap();
+    ctx.submit(marker).unwrap();
+    ctx.flush().unwrap();
+    let mut lists = Vec::new();
+    for i in 0..4 {
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("r")).unwrap_or_else(|e| panic!("{i} {e} {:?}", ctx.stats()));
+        list.zone_end(&stream).unwrap_or_else(|e| panic!("{i} end {e} {:?}", ctx.stats()));
+        lists.push(list);
+    }
+}
