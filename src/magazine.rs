@@ -605,16 +605,20 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_magazine_refills_half_a_magazine_in_one_pop() {
+    fn an_empty_magazine_refills_half_a_magazine_in_one_pop_and_a_short_one_is_topped_up() {
         let (links, m) = stocked(32, 8);
         let one = m.acquire(&links, 1).unwrap();
         assert_eq!((one.first, one.len), (0, 1));
         let c = m.counts();
         assert_eq!((c.free, c.in_magazines, c.handed_out), (31, 3, 1), "4 popped, 1 handed out");
         assert_eq!(m.shared.depot.count_quiescent(&links, 100), 28);
-        let three = m.acquire(&links, 5).unwrap();
-        assert_eq!((three.first, three.last, three.len), (1, 3, 3), "a partial chain, never a second pop");
+        let five = m.acquire(&links, 5).unwrap();
+        assert_eq!((five.first, five.len), (1, 5), "the magazine's 3, topped up with 2 from the depot");
         assert_eq!(m.counts().in_magazines, 0);
+        assert_eq!(m.shared.depot.count_quiescent(&links, 100), 26);
+        m.release(&links, five);
+        m.release(&links, one);
+        assert_eq!(m.count_quiescent(&links, 100), 32, "the topped-up chain is linked whole");
     }
 
     #[test]
@@ -649,20 +653,22 @@ mod tests {
         let a = m.acquire(&links, 1).unwrap();
         let b = m.acquire(&links, 2).unwrap();
         let c = m.acquire(&links, 2).unwrap();
-        assert_eq!((a.len, b.len, c.len), (1, 1, 2));
+        assert_eq!((a.len, b.len, c.len), (1, 2, 1), "b topped up from the depot, c got the last");
         assert!(m.acquire(&links, 1).is_none());
         m.release(&links, b);
-        assert_eq!(m.counts().in_magazines, 1);
+        assert_eq!(m.counts().in_magazines, 2);
         m.starve();
-        let b = m.acquire(&links, 1).unwrap();
+        let x = m.acquire(&links, 1).unwrap();
         assert_eq!(m.counts().in_magazines, 0, "the magazine went to the depot first");
+        let y = m.acquire(&links, 1).unwrap();
         m.release(&links, a);
         assert_eq!(m.counts().in_magazines, 0, "a starved pool's releases go to the depot");
         assert!(m.is_starved(), "the depot was empty when the slot came back");
         m.release(&links, c);
         assert!(!m.is_starved(), "slots came back while the depot had one");
-        m.release(&links, b);
-        assert_eq!(m.counts().in_magazines, 1);
+        m.release(&links, x);
+        m.release(&links, y);
+        assert_eq!(m.counts().in_magazines, 2);
         assert_eq!(m.count_quiescent(&links, 10), 4);
     }
 
@@ -683,13 +689,10 @@ mod tests {
         assert_eq!(m.shared.depot.count_quiescent(&links, 100), 12);
         std::thread::scope(|s| {
             let thread = s.spawn(|| {
-                let depot = m.acquire(&links, 16).unwrap();
-                assert_eq!(depot.len, 12, "the depot's slots, in one pop");
-                let returned = m.acquire(&links, 16).unwrap();
-                assert_eq!(returned.len, 4, "then the exited thread's magazine");
+                let all = m.acquire(&links, 16).unwrap();
+                assert_eq!(all.len, 16, "the depot's 12, topped up with the exited thread's 4");
                 assert!(m.acquire(&links, 1).is_none());
-                m.release(&links, depot);
-                m.release(&links, returned);
+                m.release(&links, all);
             });
             thread.join().unwrap();
         });
