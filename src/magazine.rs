@@ -407,7 +407,7 @@ impl Magazines {
     }
 
     /// Takes up to `n` (at least 1) free slots as a chain: from this thread's magazine,
-    /// refilled from the depot when empty. `None` if the magazine, the depot and the exited
+    /// refilled from the depot when empty and topped up from it when short. `None` if the magazine, the depot and the exited
     /// threads' magazines are all empty (other live threads' magazines are not searched: see
     /// [`starve`](Self::starve)).
     #[inline]
