@@ -67,8 +67,8 @@ fn one(index: u32) -> Chain {
 /// Meanwhile the other thread, like a collector, deposits the fourth slot, and before that
 /// tries to acquire one: when the filler holds all three, it finds nothing and starves the
 /// magazines, and the filler's releases then bypass its magazine. Every slot is handed to
-/// one holder at a time (loom checks the payloads), and once both threads have exited (their
-/// magazines returned), all four are free, walk as free, and can all be taken again.
+/// one holder at a time (loom checks the payloads), all four are then free and walk as free,
+/// and once both threads have exited (their magazines returned) all four can be taken again.
 #[test]
 fn magazine_fills_and_spills_while_a_depositor_runs_the_pool_dry() {
     static RAN_DRY: AtomicBool = AtomicBool::new(false);
@@ -125,10 +125,17 @@ fn magazine_fills_and_spills_while_a_depositor_runs_the_pool_dry() {
         let counts = magazines.counts();
         assert_eq!((counts.free, counts.handed_out), (4, 0), "{counts:?}");
         assert_eq!(magazines.count_quiescent(slots, 8), 4, "every free slot walks");
-        let mut again: Vec<u32> =
-            std::iter::from_fn(|| magazines.acquire(slots, 1)).map(|c| c.first).collect();
-        for &index in &again {
-            slots.own(index, 3);
+        // loom's join returns before the joined thread's thread-local destructors run (std's
+        // waits for them): a magazine may come back only while this thread waits here.
+        let mut again = Vec::new();
+        while again.len() < 4 {
+            match magazines.acquire(slots, 1) {
+                Some(chain) => {
+                    slots.own(chain.first, 3);
+                    again.push(chain.first);
+                }
+                None => thread::yield_now(),
+            }
         }
         again.sort_unstable();
         assert_eq!(again, [0, 1, 2, 3], "a slot was lost or handed out twice");
