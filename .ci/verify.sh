@@ -57,10 +57,10 @@ nightly_with() {
     rustup component add --toolchain nightly "$@" || return 1
 }
 
-step "loom models (RUSTFLAGS=\"--cfg loom\", LOOM_MAX_PREEMPTIONS=$PREEMPTIONS, release)"
-timed "loom build" 1200 env RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$TARGET/loom" \
+step "loom models (RUSTFLAGS=\"--cfg gpu_event_pool_loom\", LOOM_MAX_PREEMPTIONS=$PREEMPTIONS, release)"
+timed "loom build" 1200 env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_DIR="$TARGET/loom" \
     cargo test --release --test 'loom_*' --no-run
-timed "loom models" 900 env RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$TARGET/loom" \
+timed "loom models" 900 env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_DIR="$TARGET/loom" \
     LOOM_MAX_PREEMPTIONS="$PREEMPTIONS" cargo test --release --test 'loom_*'
 
 step "nightly toolchain for Miri and ThreadSanitizer"

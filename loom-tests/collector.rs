@@ -1,4 +1,4 @@
-#![cfg(loom)]
+#![cfg(gpu_event_pool_loom)]
 //! Loom models of the collector's rules: one collector at a time, a second caller never
 //! waits; and the end of a context while lists are still alive.
 

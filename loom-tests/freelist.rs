@@ -1,4 +1,4 @@
-#![cfg(loom)]
+#![cfg(gpu_event_pool_loom)]
 //! Loom models of the freelist (`TaggedFreeList`): the ABA interleaving, and whole-chain
 //! pushes and pops racing single ones.
 //!

@@ -1,4 +1,4 @@
-#![cfg(loom)]
+#![cfg(gpu_event_pool_loom)]
 //! Loom models of the whole slot lifecycle: two recording threads acquire slots, record
 //! and submit while a collector collects and releases, on pools small enough to grow and to
 //! run out under the race.

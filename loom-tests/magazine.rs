@@ -1,4 +1,4 @@
-#![cfg(loom)]
+#![cfg(gpu_event_pool_loom)]
 //! Loom models of the per-thread magazines (`magazine::Magazines`): a magazine filling and
 //! spilling onto the depot while another thread releases to the depot and finds the pool
 //! empty, on the bare magazines and through a whole context.

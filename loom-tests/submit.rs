@@ -1,4 +1,4 @@
-#![cfg(loom)]
+#![cfg(gpu_event_pool_loom)]
 //! Loom model of the submission queue, driven through the public API: two producers submit
 //! two lists each while the collector takes everything submitted so far.
 //!

@@ -48,7 +48,7 @@ const VOID: u32 = crate::freelist::NIL;
 
 /// Anchors kept for placing lists collected late: at one per `anchor_interval` (5 ms by
 /// default), the last 320 ms or more.
-pub(crate) const ANCHORS: usize = if cfg!(loom) { 2 } else { 64 };
+pub(crate) const ANCHORS: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 64 };
 
 /// Distances under this many nanoseconds (16 ms) survive `f32` milliseconds exactly: below
 /// 16 ms an `f32` step is at most 2^-20 ms (0.95 ns), so rounding back to whole nanoseconds

@@ -206,7 +206,7 @@ impl<const TAG_BITS: u32> TaggedFreeList<TAG_BITS> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
 

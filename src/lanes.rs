@@ -25,9 +25,9 @@ use crate::backend::Lane;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Entries in a table. A power of two.
-pub(crate) const ENTRIES: usize = if cfg!(loom) { 4 } else { 1024 };
+pub(crate) const ENTRIES: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 1024 };
 /// Entries a lane looks at before it shares one.
-const PROBES: usize = if cfg!(loom) { 2 } else { 16 };
+const PROBES: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 16 };
 
 /// Where a list sits in its home lane's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +107,7 @@ impl LaneTable {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
 

@@ -589,7 +589,7 @@ impl Drop for Magazines {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
 

@@ -429,7 +429,7 @@ impl<E> Drop for Pool<E> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
 

@@ -77,7 +77,7 @@ impl SubmissionQueue {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
 

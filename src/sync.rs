@@ -1,27 +1,30 @@
 //! The one place that chooses between `loom` and `std`.
 //!
 //! Every other module imports its atomics, cells, `Arc`, `Mutex` and spin hint from here and
-//! never knows which it got. Under `--cfg loom` the types are loom's model-checked ones and the
-//! crate's constants shrink (see [`consts`]) so that models stay small enough to explore.
+//! never knows which it got. Under `--cfg gpu_event_pool_loom` the types are loom's
+//! model-checked ones and the crate's constants shrink (see [`consts`]) so that models stay
+//! small enough to explore. The cfg is the crate's own, not plain `loom`: a downstream crate
+//! running its own loom tests with `--cfg loom` gets this crate with `std` atomics, as it
+//! should (tokio and sharded-slab gate the same way).
 
-#[cfg(loom)]
+#[cfg(gpu_event_pool_loom)]
 pub(crate) use loom::sync::atomic::{
     AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
 };
-#[cfg(loom)]
+#[cfg(gpu_event_pool_loom)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
-#[cfg(not(loom))]
+#[cfg(not(gpu_event_pool_loom))]
 pub(crate) use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
 };
-#[cfg(not(loom))]
+#[cfg(not(gpu_event_pool_loom))]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Thread-locals: loom's are per model thread and dropped when that thread ends, as std's are.
-#[cfg(loom)]
+#[cfg(gpu_event_pool_loom)]
 pub(crate) use loom::thread_local;
-#[cfg(not(loom))]
+#[cfg(not(gpu_event_pool_loom))]
 pub(crate) use std::thread_local;
 
 pub(crate) use std::sync::atomic::Ordering;
@@ -29,9 +32,9 @@ pub(crate) use std::sync::atomic::Ordering;
 /// A sequentially consistent fence (loom's under loom).
 #[inline]
 pub(crate) fn fence_seq_cst() {
-    #[cfg(loom)]
+    #[cfg(gpu_event_pool_loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
-    #[cfg(not(loom))]
+    #[cfg(not(gpu_event_pool_loom))]
     std::sync::atomic::fence(Ordering::SeqCst);
 }
 
@@ -39,18 +42,18 @@ pub(crate) fn fence_seq_cst() {
 /// every spin loop or it explores the spinning thread forever.
 #[inline]
 pub(crate) fn spin_wait() {
-    #[cfg(loom)]
+    #[cfg(gpu_event_pool_loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(gpu_event_pool_loom))]
     std::thread::yield_now();
 }
 
 /// An `UnsafeCell` with loom's `with` / `with_mut` API, so that loom can check every access.
-#[cfg(loom)]
+#[cfg(gpu_event_pool_loom)]
 #[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(loom::cell::UnsafeCell<T>);
 
-#[cfg(loom)]
+#[cfg(gpu_event_pool_loom)]
 impl<T> UnsafeCell<T> {
     pub(crate) fn new(value: T) -> Self {
         Self(loom::cell::UnsafeCell::new(value))
@@ -64,11 +67,11 @@ impl<T> UnsafeCell<T> {
 }
 
 /// An `UnsafeCell` with loom's `with` / `with_mut` API, so that loom can check every access.
-#[cfg(not(loom))]
+#[cfg(not(gpu_event_pool_loom))]
 #[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(gpu_event_pool_loom))]
 impl<T> UnsafeCell<T> {
     pub(crate) fn new(value: T) -> Self {
         Self(std::cell::UnsafeCell::new(value))
@@ -116,9 +119,9 @@ pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 /// Sizes that shrink under loom so that the models stay explorable.
 pub(crate) mod consts {
     /// Largest number of pages a pool can have (page k holds `initial << k` slots).
-    pub(crate) const MAX_PAGES: usize = if cfg!(loom) { 4 } else { 32 };
+    pub(crate) const MAX_PAGES: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 32 };
     /// Deepest zone nesting one list supports.
-    pub(crate) const MAX_DEPTH: usize = if cfg!(loom) { 4 } else { 32 };
+    pub(crate) const MAX_DEPTH: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 32 };
     /// Most slots one thread's magazine holds for one pool (`magazine::Magazines`).
-    pub(crate) const MAGAZINE_SLOTS: u32 = if cfg!(loom) { 2 } else { 128 };
+    pub(crate) const MAGAZINE_SLOTS: u32 = if cfg!(gpu_event_pool_loom) { 2 } else { 128 };
 }

@@ -14,16 +14,16 @@ use crossbeam_utils::CachePadded;
 
 /// Shards per tally: a power of two. One under loom (the models are about the algorithm,
 /// not about counter placement).
-const SHARDS: usize = if cfg!(loom) { 1 } else { 16 };
+const SHARDS: usize = if cfg!(gpu_event_pool_loom) { 1 } else { 16 };
 
 /// The shard of the calling thread.
 #[inline]
 fn shard() -> usize {
-    #[cfg(loom)]
+    #[cfg(gpu_event_pool_loom)]
     {
         0
     }
-    #[cfg(not(loom))]
+    #[cfg(not(gpu_event_pool_loom))]
     {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         thread_local! {
@@ -61,7 +61,7 @@ impl<const N: usize> Tally<N> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::Tally;
 

@@ -109,7 +109,7 @@ impl Sink for MemorySink {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::MemorySink;
     use crate::sim::SimBackend;
