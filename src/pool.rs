@@ -99,6 +99,16 @@ pub(crate) struct Slot<E> {
     pub(crate) record: UnsafeCell<EventRecord>,
 }
 
+/// Holds the pool's `growing` flag; clears it when dropped, also during a panic.
+struct GrowingFlag<'a>(&'a AtomicBool);
+
+impl Drop for GrowingFlag<'_> {
+    fn drop(&mut self) {
+        // Release: publishes the new page (if any) to the next grower.
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// Why the pool could not hand out a slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum AcquireError {
@@ -298,10 +308,10 @@ impl<E> Pool<E> {
                 spin_wait();
                 continue;
             }
-            let grown = self.grow_locked(n, &mut create);
-            // Release: publishes the new page to the next grower.
-            self.growing.store(false, Ordering::Release);
-            return grown;
+            // Cleared however the growth ends: a `create` that panics must not leave every
+            // later acquire spinning on the flag.
+            let _growing = GrowingFlag(&self.growing);
+            return self.grow_locked(n, &mut create);
         }
     }
 
@@ -317,6 +327,10 @@ impl<E> Pool<E> {
         }
         if self.counters.capacity.load(Ordering::Relaxed) >= self.max as usize {
             self.free.starve();
+            // Out of slots at the maximum: the peak in use is now (a rare path: the full
+            // count, magazines included, is affordable here).
+            let counts = self.counts();
+            self.counters.high_water.fetch_max(counts.owned + counts.submitted, Ordering::Relaxed);
             return Err(AcquireError::Exhausted);
         }
         // The freelist is empty: every slot is in use. Record that peak before growing.
@@ -485,6 +499,20 @@ mod tests {
         assert_eq!((c.capacity, c.pages, c.owned, c.free), (2, 1, 2, 0));
         pool.release_owned(a);
         assert_eq!(pool.acquire(1, counter()).unwrap().len, 1);
+    }
+
+    #[test]
+    fn a_panic_while_growing_leaves_the_pool_able_to_grow() {
+        let pool = Pool::new(2, 8, counter()).unwrap();
+        let held = pool.acquire(2, counter()).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = pool.acquire(1, || -> Result<u32, BackendError> { panic!("backend bug") });
+        }));
+        assert!(panicked.is_err());
+        // Would spin forever on a growth flag left set.
+        assert_eq!(pool.acquire(1, counter()).unwrap().len, 1);
+        assert_eq!(pool.counts().capacity, 6);
+        pool.release_owned(held);
     }
 
     #[test]

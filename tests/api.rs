@@ -168,3 +168,21 @@ mod switches {
         assert_eq!(names, ["on"]);
     }
 }
+
+#[test]
+fn the_high_water_mark_is_taken_when_the_pool_runs_out() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let ctx = TracingContext::builder(sim.clone()).capacity(8, 8).batch(1).build().unwrap();
+    let mut list = ctx.list();
+    let mut exhausted = 0;
+    for _ in 0..20 {
+        exhausted += usize::from(list.zone_begin(&stream, location!("z")).is_err());
+        exhausted += usize::from(list.zone_end(&stream).is_err());
+    }
+    assert!(exhausted > 0, "the pool ran out");
+    drop(list);
+    let stats = ctx.stats();
+    assert_eq!(stats.in_use, 0);
+    assert_eq!(stats.high_water, 8, "every slot was in use when the pool ran out: {stats:?}");
+}
