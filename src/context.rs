@@ -288,7 +288,7 @@ impl<B: Backend> Inner<B> {
             emitted = true;
             drop(collector);
             crate::sync::fence_seq_cst();
-            if inner.read.is_empty() && lock(&inner.void_places).is_empty() {
+            if inner.read.is_empty_now() && lock(&inner.void_places).is_empty() {
                 break;
             }
         }
@@ -301,10 +301,12 @@ impl<B: Backend> Inner<B> {
 
     /// Phase 1 of a collect, unless a flush is running (then nothing: the flush reads).
     fn read(&self, wait: bool) -> ReadOutcome {
-        // SeqCst (with `flushing`): either this reader sees the flush's flag, or the flush
-        // sees this reader's count and waits for it.
+        // Dekker with the flush: each side writes its own word, then reads the other's with a
+        // read-modify-write (SeqCst), which reads the latest value: either this reader sees
+        // the flush's flag, or the flush sees this reader's count and waits for it. (A plain
+        // SeqCst load would do on hardware; loom models only the RMW form as SeqCst.)
         let others = self.readers.fetch_add(1, Ordering::SeqCst);
-        let outcome = if self.flushing.load(Ordering::SeqCst) {
+        let outcome = if self.flushing.fetch_or(false, Ordering::SeqCst) {
             ReadOutcome::default()
         } else {
             read_phase(self, wait, others > 0)
@@ -319,10 +321,11 @@ impl<B: Backend> Inner<B> {
     fn flush(&self, collector: &mut Collector<B>, force: bool) -> (CollectReport, Option<Error>) {
         let mut report = CollectReport::default();
         let mut error = None;
-        // SeqCst: see `read`.
-        self.flushing.store(true, Ordering::SeqCst);
-        // Acquire: pairs with the readers' Release decrement: their lists are on the queues.
-        while self.readers.load(Ordering::SeqCst) != 0 {
+        // SeqCst RMWs: see `read`.
+        self.flushing.swap(true, Ordering::SeqCst);
+        // Also Acquire: pairs with the readers' Release decrement: their lists are on the
+        // queues.
+        while self.readers.fetch_add(0, Ordering::SeqCst) != 0 {
             spin_wait();
         }
         loop {

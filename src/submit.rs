@@ -71,6 +71,12 @@ impl SubmissionQueue {
         out[start..].reverse();
     }
 
+    /// Whether nothing is waiting now, read with a read-modify-write (SeqCst), which sees the
+    /// latest push: the emitter's hand-off check (context.rs) relies on it.
+    pub(crate) fn is_empty_now(&self) -> bool {
+        self.head.fetch_or(0, Ordering::SeqCst) == NIL
+    }
+
     /// Whether nothing is waiting (a hint: another thread may push at any moment).
     pub(crate) fn is_empty(&self) -> bool {
         self.head.load(Ordering::Relaxed) == NIL
