@@ -292,6 +292,48 @@ fn machine_section(m: &Machine, img: &Path) -> Result<String, Box<dyn Error>> {
         |v| v >= 10.0,
     );
 
+    writeln!(out, "\n**Goals** (issue 11: per-thread magazines)\n")?;
+    writeln!(out, "| goal | target | measured | verdict |\n|---|---|---:|---|")?;
+    for (group, mode) in [("pool_single", "one at a time"), ("pool_batch16", "batch")] {
+        goal(
+            &mut out,
+            &format!("pool, 16 threads, {mode}: std mutex time / ours"),
+            "≥ 10x",
+            ratio(ns(group, "std_mutex", 16), ns(group, "ours", 16)),
+            "x",
+            |v| v >= 10.0,
+        );
+        let better = match (ns(group, "sharded_slab", 16), ns(group, "lockfree_object_pool", 16)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        goal(
+            &mut out,
+            &format!("pool, 16 threads, {mode}: better of sharded_slab / lockfree_object_pool time / ours"),
+            "≥ 2x",
+            ratio(better, ns(group, "ours", 16)),
+            "x",
+            |v| v >= 2.0,
+        );
+    }
+    goal(
+        &mut out,
+        "pool, 1 thread: one acquire+release pair, ours",
+        "≤ 5 ns",
+        ns("pool_single", "ours", 1),
+        " ns",
+        |v| v <= 5.0,
+    );
+    let alone = |t: u64| m.get("record_no_collector", "ours", "", t, "zones_per_sec");
+    goal(
+        &mut out,
+        "record_no_collector: ours zones/s, 16 threads / 1 thread",
+        "≥ 12x",
+        ratio(alone(16), alone(1)),
+        "x",
+        |v| v >= 12.0,
+    );
+
     let tables = [
         TableSpec {
             group: "pool_single",

@@ -7,7 +7,7 @@
 mod backend;
 mod common;
 
-use backend::{assert_accounted, context, received, record_one_zone, LoomStream};
+use backend::{assert_accounted, context, received, record_one_zone, wait_for_exited_threads, LoomStream};
 use gpu_event_pool::{Collected, DynamicLocation, Lane, RecordError};
 use loom::thread;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,6 +50,7 @@ fn recorders_and_collector_race_on_a_growing_pool() {
             recorder.join().unwrap();
         }
         let collected_early = collector.join().unwrap();
+        wait_for_exited_threads(&ctx);
         let report = ctx.flush().unwrap();
         assert_eq!(collected_early + report.lists, 2, "every list collected exactly once");
 
@@ -104,6 +105,7 @@ fn exhausted_pool_drops_zones_cleanly_and_recovers() {
         let collector = spawn_collector(&ctx);
         let recorded: Vec<bool> = recorders.into_iter().map(|r| r.join().unwrap()).collect();
         collector.join().unwrap();
+        wait_for_exited_threads(&ctx);
         ctx.flush().unwrap();
 
         let mut zones = received(&sink);

@@ -10,7 +10,7 @@
 mod backend;
 mod common;
 
-use backend::{assert_accounted, context, received, LoomStream};
+use backend::{assert_accounted, context, received, wait_for_exited_threads, LoomStream};
 use gpu_event_pool::freelist::{Chain, Links, NIL};
 use gpu_event_pool::magazine::Magazines;
 use gpu_event_pool::{DynamicLocation, Lane, RecordError};
@@ -184,6 +184,7 @@ fn recording_magazine_spills_while_the_collector_releases_and_the_pool_runs_out(
         };
         let filled = filler.join().unwrap();
         let kept = submitter.join().unwrap();
+        wait_for_exited_threads(&ctx);
         ctx.flush().unwrap();
 
         let failures = filled.iter().filter(|r| r.is_err()).count() + usize::from(!kept);

@@ -116,6 +116,9 @@ pub struct Stats {
     /// Of the free slots, those in per-thread magazines (including those of exited threads
     /// until the pool moves them to the freelist): at most `magazine size x threads`.
     pub in_magazines: usize,
+    /// Threads holding a magazine of this context now (each holds at most the magazine
+    /// size in free slots); a thread hands its magazine back when it exits.
+    pub threads_with_magazines: usize,
     /// Slots held by lists being recorded (including their unused reservations).
     pub owned: usize,
     /// Slots in submitted lists not yet collected.
@@ -708,6 +711,7 @@ impl<B: Backend> TracingContext<B> {
             pages: p.pages,
             free: p.free,
             in_magazines: p.in_magazines,
+            threads_with_magazines: p.threads_with_magazines,
             owned: p.owned,
             submitted: p.submitted,
             in_use: p.owned + p.submitted,

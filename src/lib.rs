@@ -4,7 +4,8 @@
 //! 16128 events, `f32` timestamps since one base event) as:
 //!
 //! - a pool of timing events handed out by a tagged-index Treiber freelist
-//!   ([`freelist`]), in pages created on demand;
+//!   ([`freelist`]), in pages created on demand, with a per-thread magazine of free slots in
+//!   front of it ([`magazine`]) so that recording threads do not share a cache line;
 //! - per-command-buffer [`EventList`]s that reserve slots in batches and record zones with
 //!   no lock (`zone_next` joins adjacent zones with one event);
 //! - an MPSC submission queue, drained by [`TracingContext::collect`]: any number of threads

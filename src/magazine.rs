@@ -335,6 +335,8 @@ pub struct MagazineCounts {
     pub handed_out: u32,
     /// Magazines made: at most the number of threads that used these magazines at once.
     pub magazines: usize,
+    /// Threads holding one of these magazines now (each until it exits).
+    pub claimed: usize,
 }
 
 /// The per-thread magazines of one pool and their depot (see the [module](self) docs).
@@ -553,6 +555,9 @@ impl Magazines {
             in_magazines: in_magazines as usize + shared.returned_slots.load(Ordering::Relaxed),
             handed_out,
             magazines,
+            // Every reference but this one is a thread's entry, dropped last in its
+            // thread-local destructor.
+            claimed: Arc::strong_count(&self.shared) - 1,
         }
     }
 

@@ -145,6 +145,7 @@ pub(crate) struct PoolCounts {
     pub(crate) pages: usize,
     pub(crate) free: usize,
     pub(crate) in_magazines: usize,
+    pub(crate) threads_with_magazines: usize,
     pub(crate) owned: usize,
     pub(crate) submitted: usize,
     pub(crate) high_water: usize,
@@ -402,7 +403,16 @@ impl<E> Pool<E> {
     /// exact figure).
     pub(crate) fn sample_high_water(&self) {
         let submitted = self.counters.states.sum(SUBMITTED).max(0) as usize;
-        self.counters.high_water.fetch_max(submitted, Ordering::Relaxed);
+        Self::raise_high_water(&self.counters.high_water, submitted);
+    }
+
+    /// Raises the high-water mark to `in_use`, writing (a read-modify-write on a line every
+    /// statistics reader shares) only when it is higher.
+    fn raise_high_water(high_water: &AtomicUsize, in_use: usize) {
+        // Relaxed: a statistic.
+        if in_use > high_water.load(Ordering::Relaxed) {
+            high_water.fetch_max(in_use, Ordering::Relaxed);
+        }
     }
 
     /// A snapshot of the counters (each read separately: exact when the pool is quiescent).
@@ -410,13 +420,14 @@ impl<E> Pool<E> {
         let free = self.free.counts();
         let c = &self.counters;
         let in_use = c.capacity.load(Ordering::Relaxed).saturating_sub(free.free);
-        c.high_water.fetch_max(in_use, Ordering::Relaxed);
+        Self::raise_high_water(&c.high_water, in_use);
         PoolCounts {
             capacity: c.capacity.load(Ordering::Relaxed),
             max_capacity: self.max as usize,
             pages: self.page_count.load(Ordering::Relaxed),
             free: free.free,
             in_magazines: free.in_magazines,
+            threads_with_magazines: free.claimed,
             owned: (free.handed_out.wrapping_add(c.states.sum(OWNED) as u32) as i32).max(0) as usize,
             submitted: c.states.sum(SUBMITTED).max(0) as usize,
             high_water: c.high_water.load(Ordering::Relaxed),

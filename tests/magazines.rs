@@ -223,6 +223,7 @@ fn a_thread_that_exits_returns_its_magazine() {
     std::thread::scope(|s| join_all([s.spawn(|| drop(one_zone(&ctx, 1).0))]));
     let stats = assert_accounted(&ctx);
     assert_eq!((stats.free, stats.owned, stats.in_magazines), (4, 0, 2), "{stats:?}");
+    assert_eq!(stats.threads_with_magazines, 0, "handed back at exit: {stats:?}");
     let stream = 2;
     let mut list = ctx.list();
     for _ in 0..4 {
@@ -285,7 +286,7 @@ fn a_context_dropped_while_threads_hold_magazines_leaks_nothing() {
         });
         holding.wait();
         let stats = assert_accounted(&first);
-        assert_eq!(stats.in_magazines, 2, "{stats:?}");
+        assert_eq!((stats.in_magazines, stats.threads_with_magazines), (2, 1), "{stats:?}");
         drop(first);
         assert_eq!(backend.live.load(Ordering::Relaxed), 0, "the events went with the context");
         dropped.wait();

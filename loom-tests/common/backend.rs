@@ -180,6 +180,17 @@ pub fn received(sink: &MemorySink) -> Vec<(String, Lane, i64)> {
     sink.zones().iter().map(summary).collect()
 }
 
+/// Waits until every joined thread has handed its magazines back. loom's `join` returns
+/// before the thread's thread-local destructors run (std's waits for them), so without this
+/// what the joining thread does next would run beside those destructors, and a model whose
+/// later steps differ from one execution to the next (the collector releases held reference
+/// events in `HashMap` order) would stop being deterministic for loom.
+pub fn wait_for_exited_threads(ctx: &TracingContext<LoomBackend>) {
+    while ctx.stats().threads_with_magazines > 0 {
+        loom::thread::yield_now();
+    }
+}
+
 /// The slot accounting invariant, checked when no other thread uses the context: every slot
 /// is in exactly one state, and the free counter matches the freelist itself.
 pub fn assert_accounted(ctx: &TracingContext<LoomBackend>) -> Stats {
