@@ -147,14 +147,16 @@ fn magazine_fills_and_spills_while_a_depositor_runs_the_pool_dry() {
 /// A context of 3 slots reserving one at a time. The filler records a one-zone list (two
 /// slots) and begins a second (one slot), then drops both unsubmitted: the first fills its
 /// magazine, the second spills it. The other thread records a zone, submits it and collects:
-/// the collector releases to the depot (keeping the list's last event as its stream's
-/// reference). Whoever comes second may find the pool exhausted: that zone is dropped and
+/// the collector releases to the depot. Whoever comes second may find the pool exhausted: that zone is dropped and
 /// counted, never half-emitted, and once everything is flushed all 3 slots are free again.
 #[test]
 fn recording_magazine_spills_while_the_collector_releases_and_the_pool_runs_out() {
     static EXHAUSTED: AtomicBool = AtomicBool::new(false);
     static FILLED_ALL: AtomicBool = AtomicBool::new(false);
-    common::model(|| {
+    // Bound 1 in CI: at bound 2 this model takes 9.08 million executions (806 s on 2 cores)
+    // since the collector reads and emits in two phases; run it there by hand with
+    // LOOM_MAX_PREEMPTIONS=2 (docs/verification.md).
+    common::model_bounded(1, || {
         let (backend, sink, ctx) = context(3, 3, 1);
         let filler = {
             let ctx = ctx.clone();

@@ -22,6 +22,15 @@ pub fn model(f: impl Fn() + Sync + Send + 'static) {
     check(builder, f);
 }
 
+/// Runs `f` under loom within a preemption bound of `bound` unless `LOOM_MAX_PREEMPTIONS`
+/// asks for another: for models too large for CI at [`DEFAULT_PREEMPTIONS`].
+#[allow(dead_code, reason = "each loom_* target compiles this module; not all have such models")]
+pub fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = builder.preemption_bound.or(Some(bound));
+    check(builder, f);
+}
+
 /// Runs `f` under loom for every interleaving, with no preemption bound: for the models
 /// small enough to explore completely in well under a second.
 #[allow(dead_code, reason = "each loom_* target compiles this module; not all have such models")]
