@@ -33,9 +33,9 @@ pub struct Config {
     pub batch: u32,
     /// Zones above this level record nothing. Default `Fine` (everything).
     pub verbosity: Verbosity,
-    /// The collector takes a new time anchor when the current one is older than this.
-    /// Anchors closer than about 8 ms keep every timestamp exact to the nanosecond that
-    /// `f32` milliseconds can carry. Default 5 ms.
+    /// The collector takes a new time anchor when the newest one is older than this. While
+    /// anchors are under 16 ms apart (collect at least every 16 ms minus this), every
+    /// timestamp is exact to the nanosecond (docs/design.md, section 8). Default 5 ms.
     pub anchor_interval: Duration,
     /// With `Some(period)`, the context runs its own collector thread, which calls
     /// [`TracingContext::collect`] every `period` until the last handle is dropped. Default
