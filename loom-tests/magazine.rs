@@ -155,7 +155,7 @@ fn recording_magazine_spills_while_the_collector_releases_and_the_pool_runs_out(
     static FILLED_ALL: AtomicBool = AtomicBool::new(false);
     // Bound 1 in CI: at bound 2 this model takes 9.08 million executions (806 s on 2 cores)
     // since the collector reads and emits in two phases; run it there by hand with
-    // LOOM_MAX_PREEMPTIONS=2 (docs/verification.md).
+    // LOOM_LARGE_MODEL_PREEMPTIONS=2 (docs/verification.md).
     common::model_bounded(1, || {
         let (backend, sink, ctx) = context(3, 3, 1);
         let filler = {

@@ -22,12 +22,14 @@ pub fn model(f: impl Fn() + Sync + Send + 'static) {
     check(builder, f);
 }
 
-/// Runs `f` under loom within a preemption bound of `bound` unless `LOOM_MAX_PREEMPTIONS`
-/// asks for another: for models too large for CI at [`DEFAULT_PREEMPTIONS`].
+/// Runs `f` under loom within a preemption bound of `bound`, for models too large for CI at
+/// [`DEFAULT_PREEMPTIONS`]: `LOOM_MAX_PREEMPTIONS` (which CI sets) does not change it;
+/// `LOOM_LARGE_MODEL_PREEMPTIONS` does, for a deeper run by hand.
 #[allow(dead_code, reason = "each loom_* target compiles this module; not all have such models")]
 pub fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = builder.preemption_bound.or(Some(bound));
+    let deeper = std::env::var("LOOM_LARGE_MODEL_PREEMPTIONS").ok().and_then(|v| v.parse().ok());
+    builder.preemption_bound = Some(deeper.unwrap_or(bound));
     check(builder, f);
 }
 
