@@ -467,6 +467,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri stops at an allocation this large instead of failing it")]
     fn a_page_too_large_for_memory_is_an_error_not_an_abort() {
         // 2^31 slots of over 128 KiB: over 256 TiB, more than a 48-bit address space holds
         // (and than any machine's memory), so the allocation fails before any event is made.
