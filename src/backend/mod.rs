@@ -28,7 +28,7 @@ pub enum Lane {
 /// Implementations must be cheap to call from many threads at once: `record` is on the
 /// recording hot path. The collector reads completion through `elapsed_ms` alone (its "not
 /// ready" answer is the completion test); it calls `wait` only in `flush` and when the
-/// context is made. `is_complete` is for users and tests: the crate does not call it.
+/// context is made. The collector never calls `is_complete` (it is for users and tests).
 pub trait Backend: Send + Sync + 'static {
     /// A timing event. Created once per pool slot, destroyed (dropped) with the pool.
     type Event: Send + Sync + 'static;
