@@ -41,6 +41,10 @@ pub struct Config {
     /// [`TracingContext::collect`] every `period` until the last handle is dropped. Default
     /// `None`: the application calls `collect`.
     pub collect_every: Option<Duration>,
+    /// Whether each zone also pushes an NVTX range on the recording thread (feature `nvtx`;
+    /// [`TracingContext::set_nvtx_ranges`] switches it at run time). Default `true`.
+    #[cfg(feature = "nvtx")]
+    pub nvtx_ranges: bool,
 }
 
 impl Default for Config {
@@ -53,6 +57,8 @@ impl Default for Config {
             verbosity: Verbosity::Fine,
             anchor_interval: Duration::from_millis(5),
             collect_every: None,
+            #[cfg(feature = "nvtx")]
+            nvtx_ranges: true,
         }
     }
 }
@@ -200,8 +206,9 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) probe_cursor: AtomicU32,
     /// The context's own collector thread (`Config::collect_every`).
     background: std::sync::Mutex<Option<Background>>,
-    /// The run-time switches: bits 0-1 the verbosity, bit 2 set while disabled. Read with one
-    /// relaxed load per recording call (see `recording_level`).
+    /// The run-time switches: bits 0-1 the verbosity, bit 2 set while disabled, bit 3 set
+    /// while NVTX ranges are off. Read with one relaxed load per recording call (see
+    /// `switches`).
     switches: AtomicU8,
     /// Lane names given by the user, not yet delivered to the sinks (the collector does).
     pub(crate) lane_names: Mutex<Vec<(crate::backend::Lane, String)>>,
@@ -210,12 +217,39 @@ pub(crate) struct Inner<B: Backend> {
     next_list_id: AtomicU64,
 }
 
+/// Bits of `Inner::switches` holding the verbosity.
+const VERBOSITY_BITS: u8 = 3;
 /// Bit of `Inner::switches` set while the context is disabled.
 const DISABLED: u8 = 1 << 2;
+/// Bit of `Inner::switches` set while NVTX ranges are off (feature `nvtx`).
+#[cfg(feature = "nvtx")]
+const NVTX_OFF: u8 = 1 << 3;
+
+/// What the recording path reads of the switches, from one load.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Switches(u8);
+
+impl Switches {
+    /// The level zones are recorded at: `Off` while disabled.
+    #[inline]
+    pub(crate) fn level(self) -> Verbosity {
+        if self.0 & DISABLED != 0 {
+            return Verbosity::Off;
+        }
+        verbosity_of(self.0)
+    }
+
+    /// Whether a recorded zone also pushes an NVTX range.
+    #[cfg(feature = "nvtx")]
+    #[inline]
+    pub(crate) fn nvtx(self) -> bool {
+        self.0 & NVTX_OFF == 0
+    }
+}
 
 /// The verbosity in the low bits of `Inner::switches`.
 fn verbosity_of(switches: u8) -> Verbosity {
-    match switches & 3 {
+    match switches & VERBOSITY_BITS {
         0 => Verbosity::Off,
         1 => Verbosity::Coarse,
         _ => Verbosity::Fine,
@@ -223,15 +257,11 @@ fn verbosity_of(switches: u8) -> Verbosity {
 }
 
 impl<B: Backend> Inner<B> {
-    /// The level zones are recorded at now: `Off` while disabled. Relaxed: a switch takes
-    /// effect for calls that start after it is seen; nothing else is published through it.
+    /// The switches now. Relaxed: a switch takes effect for calls that start after it is
+    /// seen; nothing else is published through it.
     #[inline]
-    pub(crate) fn recording_level(&self) -> Verbosity {
-        let switches = self.switches.load(Ordering::Relaxed);
-        if switches & DISABLED != 0 {
-            return Verbosity::Off;
-        }
-        verbosity_of(switches)
+    pub(crate) fn switches(&self) -> Switches {
+        Switches(self.switches.load(Ordering::Relaxed))
     }
 
     pub(crate) fn count_dropped(&self, zones: usize) {
@@ -501,6 +531,13 @@ impl<B: Backend> Builder<B> {
         self.set.push(Box::new(move |c| c.collect_every = Some(period)));
         self
     }
+    /// Sets whether each zone also pushes an NVTX range on the recording thread (feature
+    /// `nvtx`, default on; docs/nvtx.md).
+    #[cfg(feature = "nvtx")]
+    pub fn nvtx_ranges(mut self, on: bool) -> Self {
+        self.set.push(Box::new(move |c| c.nvtx_ranges = on));
+        self
+    }
     /// Adds a sink.
     pub fn sink(mut self, sink: impl Sink + 'static) -> Self {
         self.sinks.push(Box::new(sink));
@@ -513,7 +550,12 @@ impl<B: Backend> Builder<B> {
         for setter in set {
             setter(&mut config);
         }
-        let verbosity = config.verbosity;
+        #[allow(unused_mut)]
+        let mut switches = config.verbosity as u8;
+        #[cfg(feature = "nvtx")]
+        if !config.nvtx_ranges {
+            switches |= NVTX_OFF;
+        }
         config.validate()?;
         let pool = Pool::new(config.initial_capacity, config.max_capacity, || backend.create_event())?;
         let id = NEXT_CONTEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -544,7 +586,7 @@ impl<B: Backend> Builder<B> {
             probe_cursor: AtomicU32::new(0),
             background: std::sync::Mutex::new(None),
             lane_names: Mutex::new(Vec::new()),
-            switches: AtomicU8::new(verbosity as u8),
+            switches: AtomicU8::new(switches),
             handles: AtomicUsize::new(1),
             next_list_id: AtomicU64::new(1),
         };
@@ -593,11 +635,10 @@ impl<B: Backend> TracingContext<B> {
     /// ended). Costs recording one relaxed atomic load per call, and never uses up a Tracy
     /// context the way rebuilding a context would.
     pub fn set_verbosity(&self, verbosity: Verbosity) {
-        // Relaxed: see `Inner::recording_level`.
-        let _ = self
-            .inner
-            .switches
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| Some((s & DISABLED) | verbosity as u8));
+        // Relaxed: see `Inner::switches`.
+        let _ = self.inner.switches.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+            Some((s & !VERBOSITY_BITS) | verbosity as u8)
+        });
     }
 
     /// The verbosity set now (by [`set_verbosity`](Self::set_verbosity) or the builder); it
@@ -620,6 +661,24 @@ impl<B: Backend> TracingContext<B> {
     /// Whether recording is on ([`set_enabled`](Self::set_enabled)).
     pub fn is_enabled(&self) -> bool {
         self.inner.switches.load(Ordering::Relaxed) & DISABLED == 0
+    }
+
+    /// Turns the NVTX ranges around zones on or off (feature `nvtx`). A zone begun while on
+    /// pops its range when it ends, even if the switch is off by then. Like the other
+    /// switches, it costs recording no more than the one relaxed load they share.
+    #[cfg(feature = "nvtx")]
+    pub fn set_nvtx_ranges(&self, on: bool) {
+        if on {
+            self.inner.switches.fetch_and(!NVTX_OFF, Ordering::Relaxed);
+        } else {
+            self.inner.switches.fetch_or(NVTX_OFF, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether zones push NVTX ranges ([`set_nvtx_ranges`](Self::set_nvtx_ranges)).
+    #[cfg(feature = "nvtx")]
+    pub fn nvtx_ranges(&self) -> bool {
+        self.inner.switches().nvtx()
     }
 
     /// A new, empty list for one command buffer. Takes no slot until its first zone.

@@ -14,7 +14,8 @@
 //!   in one CAS;
 //! - timestamps chained within a list and placed from the nearest recent anchor, in `i64`
 //!   nanoseconds;
-//! - zones delivered to [`sink`]s: memory, Chrome/Perfetto JSON, Tracy (feature `tracy`).
+//! - zones delivered to [`sink`]s: memory, Chrome/Perfetto JSON, Tracy (feature `tracy`);
+//!   and, with feature `nvtx`, an NVTX range around each zone on the recording thread.
 //!
 //! The GPU is reached through the [`Backend`] trait: [`sim`] (a simulated GPU, the default)
 //! or `cuda` (feature `cuda`). See `docs/design.md` for the slot states and invariants.
@@ -27,12 +28,15 @@
 //! let ctx = TracingContext::builder(sim.clone()).sink(zones.clone()).build()?;
 //!
 //! let mut list = ctx.list();
-//! list.zone_begin(&stream, location!("command buffer"))?;
-//! for _ in 0..3 {
-//!     sim.launch(&stream, 1_000);
-//!     list.zone_next(&stream, location!("dispatch"))?;
+//! {
+//!     // Guards end their zones when dropped; a zone that cannot be recorded (pool
+//!     // exhausted) is counted in the stats and the command buffer goes on recording.
+//!     let mut command_buffer = list.zone(&stream, location!("command buffer"));
+//!     for _ in 0..3 {
+//!         let _dispatch = command_buffer.zone(&stream, location!("dispatch"));
+//!         sim.launch(&stream, 1_000);
+//!     }
 //! }
-//! list.zone_end(&stream)?;
 //! ctx.submit(list)?;
 //! ctx.flush()?;
 //! assert_eq!(zones.zones().len(), 4);
@@ -56,6 +60,8 @@ mod lanes;
 mod list;
 pub mod location;
 pub mod magazine;
+#[cfg(feature = "nvtx")]
+pub mod nvtx;
 mod pool;
 pub mod sink;
 mod submit;

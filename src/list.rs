@@ -81,6 +81,9 @@ pub struct EventList<B: Backend> {
     /// The list's place in the order of its home lane (the lane of its first event), taken
     /// right after that event was recorded.
     home: Option<LaneSeq>,
+    /// The NVTX range of each open zone on the stack (0: none).
+    #[cfg(feature = "nvtx")]
+    nvtx: [crate::nvtx::Token; MAX_DEPTH],
 }
 
 impl<B: Backend> std::fmt::Debug for EventList<B> {
@@ -105,6 +108,8 @@ impl<B: Backend> EventList<B> {
             depth: 0,
             overflow: 0,
             home: None,
+            #[cfg(feature = "nvtx")]
+            nvtx: [0; MAX_DEPTH],
         }
     }
 
@@ -229,6 +234,8 @@ impl<B: Backend> EventList<B> {
             None
         } else if self.depth > 0 {
             self.depth -= 1;
+            #[cfg(feature = "nvtx")]
+            crate::nvtx::pop(std::mem::take(&mut self.nvtx[self.depth]));
             Some(self.stack[self.depth]).filter(|&s| s < SKIPPED)
         } else {
             return Err(RecordError::NoOpenZone);
@@ -238,7 +245,8 @@ impl<B: Backend> EventList<B> {
         let mut opened = None;
         let mut begin_location = None;
         if let Some(location) = begin {
-            let wanted = self.ctx.recording_level().records(location.level());
+            let switches = self.ctx.switches();
+            let wanted = switches.level().records(location.level());
             if self.depth == MAX_DEPTH {
                 if wanted {
                     self.ctx.count_dropped(1);
@@ -246,6 +254,12 @@ impl<B: Backend> EventList<B> {
                 }
                 self.overflow += 1;
             } else if wanted {
+                // The range opens before the begin event is recorded, and covers the zone's
+                // work on this thread; it is pushed for a zone that fails to record too.
+                #[cfg(feature = "nvtx")]
+                if switches.nvtx() {
+                    self.nvtx[self.depth] = crate::nvtx::push(location.name());
+                }
                 begin_location = Some(location);
             } else {
                 opened = Some(SKIPPED);
@@ -421,6 +435,11 @@ impl<B: Backend> Drop for ZoneGuard<'_, B> {
 
 impl<B: Backend> Drop for EventList<B> {
     fn drop(&mut self) {
+        // The NVTX ranges of zones left open, innermost first.
+        #[cfg(feature = "nvtx")]
+        for token in self.nvtx[..self.depth].iter().rev() {
+            crate::nvtx::pop(*token);
+        }
         let pool = &self.ctx.pool;
         let mut index = self.used.first;
         for _ in 0..self.used.len {

@@ -63,10 +63,11 @@
 //! let ctx = TracingContext::builder(cuda.clone()).sink(zones.clone()).build()?;
 //!
 //! let mut list = ctx.list();
-//! list.zone_begin(&stream, location!("dispatch"))?;
-//! spin.launch(&stream, 2_000_000)?; // 2 ms of GPU work
-//! list.zone_end(&stream)?;
-//! ctx.submit(list).map_err(|e| e.to_string())?;
+//! {
+//!     let _dispatch = list.zone(&stream, location!("dispatch"));
+//!     spin.launch(&stream, 2_000_000)?; // 2 ms of GPU work
+//! } // the guard ends the zone
+//! ctx.submit(list)?;
 //! ctx.flush()?;
 //! let zone = &zones.zones()[0];
 //! println!("{} ns", zone.gpu_end_ns - zone.gpu_begin_ns);
