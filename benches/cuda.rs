@@ -23,6 +23,13 @@
 //! (all events complete), and the pool's share of ours: `(ours - floor) / ours`,
 //! single-threaded, one event per zone.
 //!
+//! Several devices (`ours_on_devices`): `THREADS_PER_DEVICE` recording threads per device,
+//! a tracing context per device, every thread recording its lists on all the devices in
+//! turn (each thread has a stream on every device) and collecting the device it just
+//! submitted to; reported per device as end-to-end zones per second, first on one device,
+//! then on all of them, in the same run. `BENCH_CUDA_DEVICES` sets how many devices (default:
+//! every device present; more than are present is an error).
+//!
 //! Without a CUDA device it prints `SKIPPED: no CUDA device (...)` and exits successfully.
 //! `BENCH_CUDA_LISTS` sets the lists per thread (default 300). Results also go to
 //! `$BENCH_RESULTS_DIR/cuda.json` (see `benches/common/results.rs`).
@@ -250,6 +257,162 @@ fn seed(seed: &SeedContext<CudaBackend>, threads: usize, lists: usize) -> Run {
     run
 }
 
+/// Recording threads per device in the several-devices mode.
+const THREADS_PER_DEVICE: usize = 8;
+
+/// One measured run on several devices.
+#[derive(Debug, Clone)]
+struct DevicesRun {
+    run: Run,
+    /// Zones recorded on each device.
+    zones: Vec<usize>,
+}
+
+impl DevicesRun {
+    /// End-to-end zones per second of each device (GPU wait and final reads included).
+    fn zones_per_sec(&self) -> Vec<f64> {
+        let wall = (self.run.loop_wall + self.run.gpu_wait + self.run.read).as_secs_f64();
+        self.zones.iter().map(|&zones| zones as f64 / wall).collect()
+    }
+}
+
+/// `ours` (`zone_next`) on every context at once: `THREADS_PER_DEVICE` threads per context,
+/// each with a stream on every device, list `i` of thread `t` recorded on device
+/// `(t + i) mod n`, so each device gets `THREADS_PER_DEVICE x lists` lists. After each submit
+/// the thread collects that device's context, and flushes it past `BACKPRESSURE_SLOTS`.
+fn ours_on_devices(contexts: &[TracingContext<CudaBackend>], lists: usize) -> DevicesRun {
+    let devices = contexts.len();
+    let threads = THREADS_PER_DEVICE * devices;
+    let before: Vec<_> = contexts.iter().map(|ctx| ctx.stats()).collect();
+    // streams[thread][device]
+    let streams: Vec<Vec<_>> = (0..threads)
+        .map(|_| contexts.iter().map(|ctx| ctx.backend().new_stream().expect("stream")).collect())
+        .collect();
+    let barrier = Barrier::new(threads + 1);
+    let (loop_wall, flushes) = std::thread::scope(|s| {
+        let workers: Vec<_> = streams
+            .iter()
+            .enumerate()
+            .map(|(t, streams)| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut flushes = 0;
+                    for i in 0..lists {
+                        let d = (t + i) % devices;
+                        let (ctx, stream) = (&contexts[d], &streams[d]);
+                        let mut list = ctx.list();
+                        list.zone_begin(stream, location!("zone")).expect("begin");
+                        for _ in 1..ZONES_PER_LIST {
+                            list.zone_next(stream, location!("zone")).expect("next");
+                        }
+                        list.zone_end(stream).expect("end");
+                        ctx.submit(list).expect("submit");
+                        ctx.collect().expect("collect");
+                        if ctx.stats().in_use > BACKPRESSURE_SLOTS {
+                            ctx.flush().expect("flush");
+                            flushes += 1;
+                        }
+                    }
+                    flushes
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let flushes: usize = workers.into_iter().map(|w| w.join().expect("worker")).sum();
+        (start.elapsed(), flushes)
+    });
+    let start = Instant::now();
+    for stream in streams.iter().flatten() {
+        stream.synchronize().expect("synchronize");
+    }
+    let gpu_wait = start.elapsed();
+    let start = Instant::now();
+    for ctx in contexts {
+        ctx.flush().expect("flush");
+    }
+    let read = start.elapsed();
+    let mut zones = Vec::new();
+    let mut events = 0;
+    for (ctx, before) in contexts.iter().zip(&before) {
+        let stats = ctx.stats();
+        assert_eq!(stats.dropped_zones, before.dropped_zones, "no zone dropped: {stats:?}");
+        assert_eq!((stats.lists_failed, stats.in_use), (0, 0), "{stats:?}");
+        zones.push(stats.zones_emitted - before.zones_emitted);
+        events += stats.events_submitted - before.events_submitted;
+    }
+    let run = Run { loop_wall, gpu_wait, read, zones: zones.iter().sum(), events, flushes };
+    DevicesRun { run, zones }
+}
+
+/// How many devices the several-devices mode uses: `BENCH_CUDA_DEVICES`, else every device
+/// present. Asking for more than are present (or for none) is an error.
+fn devices_to_use(present: usize) -> Result<usize, String> {
+    let Ok(asked) = std::env::var("BENCH_CUDA_DEVICES") else { return Ok(present) };
+    match asked.trim().parse::<usize>() {
+        Ok(n) if (1..=present).contains(&n) => Ok(n),
+        _ => Err(format!("BENCH_CUDA_DEVICES={asked}: this machine has {present} CUDA device(s)")),
+    }
+}
+
+/// The several-devices mode on 1 device, then on `devices`: prints a row per device and
+/// records it.
+fn several_devices(first: &CudaBackend, devices: usize, lists: usize, out: &mut Results) {
+    let mut backends = vec![first.clone()];
+    backends.extend((1..devices).map(|d| CudaBackend::new(d).expect("open the device")));
+    println!(
+        "several devices: {THREADS_PER_DEVICE} threads per device, each recording on every device in turn \
+         (zone_next, collecting after each submit); best of {RUNS}"
+    );
+    println!(
+        "{:>7} {:>7} {:>7} {:>16} {:>14} {:>14} {:>9}",
+        "devices", "threads", "device", "e2e zones/s", "host ns/zone", "GPU wait ms", "flushes"
+    );
+    let counts: Vec<usize> = if devices > 1 { vec![1, devices] } else { vec![1] };
+    for n in counts {
+        let contexts: Vec<_> = backends[..n]
+            .iter()
+            .map(|cuda| {
+                let mut config = Config::default();
+                config.initial_capacity = 1024;
+                TracingContext::builder(cuda.clone()).config(config).build().expect("context")
+            })
+            .collect();
+        let threads = THREADS_PER_DEVICE * n;
+        ours_on_devices(&contexts, lists / 10 + 1);
+        let best = (0..RUNS)
+            .map(|_| ours_on_devices(&contexts, lists))
+            .max_by(|a, b| a.run.zones_per_sec().total_cmp(&b.run.zones_per_sec()))
+            .expect("runs");
+        let host_ns = best.run.host_ns_per_zone(threads);
+        for (d, per_sec) in best.zones_per_sec().into_iter().enumerate() {
+            println!(
+                "{n:>7} {threads:>7} {d:>7} {per_sec:>16.0} {host_ns:>14.0} {:>14.1} {:>9}",
+                best.run.gpu_wait.as_secs_f64() * 1e3,
+                best.run.flushes
+            );
+            let name = backends[d].context().name().unwrap_or_else(|_| "unknown".to_owned());
+            out.push(Record {
+                group: "cuda_devices".to_owned(),
+                implementation: "ours".to_owned(),
+                mode: format!("{n} device(s), device {d}"),
+                threads,
+                ns_per_op: Some(host_ns),
+                zones_per_sec: Some(per_sec),
+                samples: Some(best.zones[d] as u64),
+                note: format!(
+                    "e2e zones/s of this device; host ns/zone per thread over all devices; GPU wait {:.1} ms; \
+                     backpressure flushes {}; device {name}",
+                    best.run.gpu_wait.as_secs_f64() * 1e3,
+                    best.run.flushes
+                ),
+                ..Record::default()
+            });
+        }
+    }
+}
+
 /// The driver alone on one stream: host ns per `cuEventRecord`, `cuEventQuery` and
 /// `cuEventElapsedTime` (complete events), and how fast the GPU retires timing events.
 fn driver_costs(cuda: &CudaBackend) -> [(&'static str, f64); 4] {
@@ -329,6 +492,12 @@ fn main() {
         }
         Err(e) => panic!("the CUDA driver is present but unusable: {e}"),
     };
+    // `CudaBackend::new` loaded the driver, so cudarc can count the devices.
+    let present = cudarc::driver::CudaContext::device_count().expect("cuDeviceGetCount").max(0) as usize;
+    let devices = devices_to_use(present).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    });
     let lists: usize = std::env::var("BENCH_CUDA_LISTS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let device = cuda.context().name().unwrap_or_else(|_| "unknown".to_owned());
     println!("device: {device}; {} CPU cores; {ZONES_PER_LIST} zones per list; {lists} lists per thread; best of {RUNS}", results::cores_available());
@@ -449,5 +618,6 @@ fn main() {
         note: format!("share {:.2}%", share * 100.0),
         ..Record::default()
     });
+    several_devices(&cuda, devices, lists, &mut out);
     out.write("cuda");
 }

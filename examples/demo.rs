@@ -1,22 +1,26 @@
-//! The demo workload: many threads record command buffers on a GPU (simulated by default)
-//! while a collector thread drains them; prints a summary and writes a Chrome/Perfetto trace.
+//! The demo workload: many threads record command buffers on one or more GPUs (simulated by
+//! default) while one collector thread drains every GPU's tracing context; prints a summary
+//! and writes one Chrome/Perfetto trace, with one process per GPU.
 //!
 //! ```text
 //! cargo run --release --example demo -- --threads 8 --lists 500 --zones 32 --trace out.json
+//! cargo run --release --example demo -- --devices 3
 //! ```
 
 use clap::Parser;
 use gpu_event_pool::sim::SimBackend;
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
+use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
-use gpu_event_pool::{location, Backend, Collected, Lane, SourceLocation, TracingContext, Verbosity};
+use gpu_event_pool::{location, Backend, Collected, Lane, SourceLocation, Stats, TracingContext, Verbosity};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+type DemoResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Records command buffers from many threads and writes their GPU zones to a trace.
 #[derive(Debug, Parser)]
@@ -25,16 +29,22 @@ struct Args {
     /// Recording threads.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     threads: u32,
-    /// Command buffers each thread records.
+    /// Command buffers each thread records on each GPU.
     #[arg(long, default_value_t = 200)]
     lists: u32,
     /// Dispatch zones per command buffer (each also gets one coarse command-buffer zone).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     zones: u32,
-    /// Streams the command buffers are spread over (a stream records one buffer at a time).
+    /// Streams per GPU the command buffers are spread over (a stream records one buffer at a
+    /// time).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     streams: u32,
-    /// Most events the pool may grow to (zones beyond are dropped and counted).
+    /// GPUs, each traced by a context of its own: every thread records on all of them in
+    /// turn, one collector thread serves all the contexts, and the trace has one process per
+    /// GPU. CUDA: devices 0 to N-1, which must be present.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    devices: u32,
+    /// Most events each GPU's pool may grow to (zones beyond are dropped and counted).
     #[arg(long, default_value_t = 16384)]
     capacity: u32,
     /// Events created up front [default: 64, or --capacity if that is smaller].
@@ -63,26 +73,34 @@ struct Args {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum BackendKind {
-    /// The simulated GPU (no GPU needed).
+    /// Simulated GPUs (no GPU needed).
     Sim,
-    /// CUDA device 0 (built with `--features cuda`): each dispatch is a real kernel that
+    /// CUDA devices (built with `--features cuda`): each dispatch is a real kernel that
     /// spins for its duration (`SpinKernel`).
     #[cfg(feature = "cuda")]
     Cuda,
 }
 
-/// What the demo needs of a GPU beyond the crate's `Backend`: streams and kernels.
-trait DemoGpu: Backend + Clone {
-    fn new_stream(&self) -> Result<Self::Stream, String>;
+/// One GPU as the demo drives it: the crate's `Backend`, plus streams and kernels.
+trait DemoGpu: Sync {
+    type Backend: Backend + Clone;
+    fn backend(&self) -> &Self::Backend;
+    fn new_stream(&self) -> DemoResult<Stream<Self>>;
     /// Queues a kernel that runs for about `ns` nanoseconds.
-    fn kernel(&self, stream: &Self::Stream, ns: i64) -> Result<(), String>;
+    fn kernel(&self, stream: &Stream<Self>, ns: i64) -> DemoResult<()>;
 }
 
+type Stream<G> = <<G as DemoGpu>::Backend as Backend>::Stream;
+
 impl DemoGpu for SimBackend {
-    fn new_stream(&self) -> Result<Self::Stream, String> {
+    type Backend = Self;
+    fn backend(&self) -> &Self {
+        self
+    }
+    fn new_stream(&self) -> DemoResult<Stream<Self>> {
         Ok(self.stream())
     }
-    fn kernel(&self, stream: &Self::Stream, ns: i64) -> Result<(), String> {
+    fn kernel(&self, stream: &Stream<Self>, ns: i64) -> DemoResult<()> {
         self.launch(stream, ns);
         Ok(())
     }
@@ -90,27 +108,49 @@ impl DemoGpu for SimBackend {
 
 #[cfg(feature = "cuda")]
 mod cuda_gpu {
-    use super::DemoGpu;
+    use super::{DemoGpu, DemoResult, Stream};
     use gpu_event_pool::backend::cuda::{CudaBackend, SpinKernel};
-    use std::sync::OnceLock;
 
-    static SPIN: OnceLock<SpinKernel> = OnceLock::new();
-
-    /// Device 0, with the spin kernel loaded.
-    pub(super) fn open() -> Result<CudaBackend, String> {
-        let cuda = CudaBackend::new(0).map_err(|e| format!("no CUDA device: {e}"))?;
-        let spin = SpinKernel::load(&cuda).map_err(|e| format!("cannot load the spin kernel: {e}"))?;
-        SPIN.set(spin).map_err(|_| "the spin kernel is already loaded".to_owned())?;
-        Ok(cuda)
+    /// A CUDA device with the spin kernel loaded in its context.
+    pub(super) struct CudaGpu {
+        cuda: CudaBackend,
+        spin: SpinKernel,
     }
 
-    impl DemoGpu for CudaBackend {
-        fn new_stream(&self) -> Result<Self::Stream, String> {
-            CudaBackend::new_stream(self).map_err(|e| e.to_string())
+    /// Devices 0 to `devices - 1`; asking for more than are present is an error.
+    pub(super) fn open(devices: usize) -> DemoResult<Vec<CudaGpu>> {
+        let first = CudaBackend::new(0).map_err(|e| format!("no CUDA device: {e}"))?;
+        // `CudaBackend::new` loaded the driver, so counting devices can use it.
+        let present = cudarc::driver::CudaContext::device_count()
+            .map_err(|e| format!("cannot count the CUDA devices: {e}"))?;
+        if devices > present.max(0) as usize {
+            return Err(format!("--devices {devices}: this machine has {present} CUDA device(s)").into());
         }
-        fn kernel(&self, stream: &Self::Stream, ns: i64) -> Result<(), String> {
-            let spin = SPIN.get().ok_or("the spin kernel is not loaded")?;
-            spin.launch(stream, ns.max(0) as u64).map_err(|e| e.to_string())
+        let mut backends = vec![first];
+        for ordinal in 1..devices {
+            backends.push(CudaBackend::new(ordinal).map_err(|e| format!("CUDA device {ordinal}: {e}"))?);
+        }
+        backends
+            .into_iter()
+            .enumerate()
+            .map(|(ordinal, cuda)| {
+                let spin = SpinKernel::load(&cuda)
+                    .map_err(|e| format!("cannot load the spin kernel on CUDA device {ordinal}: {e}"))?;
+                Ok(CudaGpu { cuda, spin })
+            })
+            .collect()
+    }
+
+    impl DemoGpu for CudaGpu {
+        type Backend = CudaBackend;
+        fn backend(&self) -> &CudaBackend {
+            &self.cuda
+        }
+        fn new_stream(&self) -> DemoResult<Stream<Self>> {
+            Ok(self.cuda.new_stream()?)
+        }
+        fn kernel(&self, stream: &Stream<Self>, ns: i64) -> DemoResult<()> {
+            Ok(self.spin.launch(stream, ns.max(0) as u64)?)
         }
     }
 }
@@ -134,10 +174,11 @@ fn dispatch_location(kernel: usize) -> &'static SourceLocation {
 
 fn main() {
     let args = Args::parse();
+    let devices = args.devices as usize;
     let result = match args.backend {
-        BackendKind::Sim => run(SimBackend::realtime(), &args),
+        BackendKind::Sim => run((0..devices).map(|_| SimBackend::realtime()).collect(), &args),
         #[cfg(feature = "cuda")]
-        BackendKind::Cuda => cuda_gpu::open().and_then(|cuda| run(cuda, &args)),
+        BackendKind::Cuda => cuda_gpu::open(devices).and_then(|gpus| run(gpus, &args)),
     };
     if let Err(message) = result {
         eprintln!("error: {message}");
@@ -145,160 +186,228 @@ fn main() {
     }
 }
 
-fn run<G: DemoGpu>(gpu: G, args: &Args) -> Result<(), String> {
-    let memory = MemorySink::new();
-    // On the host clock, exactly (`ts` 0 is when the sink was made).
-    let trace = ChromeTraceSink::create(&args.trace)
-        .map_err(|e| format!("cannot create trace file {}: {e}", args.trace.display()))?
-        .with_backend_clock(&gpu);
-    let initial_capacity = args.initial_capacity.unwrap_or(DEFAULT_INITIAL_CAPACITY.min(args.capacity));
-    let builder = TracingContext::builder(gpu.clone())
-        .name("demo")
-        .capacity(initial_capacity, args.capacity)
-        .verbosity(args.verbosity)
-        .sink(memory.clone())
-        .sink(trace);
-    #[cfg(feature = "tracy")]
-    let builder = with_tracy(builder, &gpu, args);
-    let ctx = builder.build().map_err(|e| format!("cannot create the tracing context: {e}"))?;
-    let streams: Vec<G::Stream> = (0..args.streams).map(|_| gpu.new_stream()).collect::<Result<_, _>>()?;
-    for (i, stream) in streams.iter().enumerate() {
-        ctx.name_stream(stream, format!("queue {i}"));
-    }
-    let streams: Vec<Mutex<G::Stream>> = streams.into_iter().map(Mutex::new).collect();
+/// One GPU's share of the run: its context (one per GPU) and its streams.
+struct Device<G: DemoGpu> {
+    gpu: G,
+    ctx: TracingContext<G::Backend>,
+    memory: MemorySink,
+    /// A stream records one command buffer at a time, as a runtime's queue does.
+    streams: Vec<Mutex<Stream<G>>>,
+}
 
-    let total_lists = u64::from(args.threads) * u64::from(args.lists);
-    let bar = ProgressBar::new(total_lists).with_style(
-        ProgressStyle::with_template("{spinner} recording {bar:40} {pos}/{len} command buffers  {msg}")
-            .map_err(|e| e.to_string())?,
-    );
+impl<G: DemoGpu> Device<G> {
+    /// GPU `index`'s context, writing into the shared trace (as process "gpu <index>").
+    fn open(index: usize, gpu: G, trace: &ChromeTrace, args: &Args) -> DemoResult<Self> {
+        let memory = MemorySink::new();
+        let initial_capacity = args.initial_capacity.unwrap_or(DEFAULT_INITIAL_CAPACITY.min(args.capacity));
+        let builder = TracingContext::builder(gpu.backend().clone())
+            .name(format!("gpu {index}"))
+            .capacity(initial_capacity, args.capacity)
+            .verbosity(args.verbosity)
+            .sink(memory.clone())
+            // On the host clock, exactly: every GPU on the trace's one timeline.
+            .sink(trace.sink().with_backend_clock(gpu.backend()));
+        #[cfg(feature = "tracy")]
+        let builder = with_tracy(builder, gpu.backend(), args);
+        let ctx =
+            builder.build().map_err(|e| format!("cannot create the tracing context of GPU {index}: {e}"))?;
+        let mut streams = Vec::new();
+        for i in 0..args.streams {
+            let stream = gpu.new_stream()?;
+            ctx.name_stream(&stream, format!("queue {i}"));
+            streams.push(Mutex::new(stream));
+        }
+        Ok(Self { gpu, ctx, memory, streams })
+    }
+}
+
+/// What a GPU's context reported at the end of the run.
+struct DeviceReport {
+    stats: Stats,
+    free_walked: usize,
+    flushed_lists: usize,
+    zones: Vec<Zone>,
+}
+
+fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
+    // One file for every GPU; it is closed when the trace and every context are gone.
+    let trace = ChromeTrace::create(&args.trace)
+        .map_err(|e| format!("cannot create trace file {}: {e}", args.trace.display()))?;
+    let devices = gpus
+        .into_iter()
+        .enumerate()
+        .map(|(index, gpu)| Device::open(index, gpu, &trace, args))
+        .collect::<DemoResult<Vec<_>>>()?;
+    drop(trace);
+    #[cfg(feature = "tracy")]
+    wait_for_tracy(args);
+
+    let total_lists = u64::from(args.threads) * u64::from(args.lists) * devices.len() as u64;
+    let bar = ProgressBar::new(total_lists).with_style(ProgressStyle::with_template(
+        "{spinner} recording {bar:40} {pos}/{len} command buffers  {msg}",
+    )?);
     let recording = AtomicBool::new(true);
     let started = Instant::now();
-    let (record_time, record_errors) = std::thread::scope(|s| -> Result<(Duration, usize), String> {
-        let collector = s.spawn(|| -> Result<usize, String> {
-            let mut collects = 0;
-            while recording.load(Ordering::Acquire) {
-                if let Collected::Done(_) = ctx.collect().map_err(|e| format!("collect failed: {e}"))? {
-                    collects += 1;
-                }
-                std::thread::sleep(Duration::from_micros(500));
-            }
-            Ok(collects)
-        });
+    let (record_time, record_errors) = std::thread::scope(|s| -> DemoResult<(Duration, usize)> {
+        let collector = s.spawn(|| collect_while_recording(&devices, &recording));
         let workers: Vec<_> = (0..args.threads)
             .map(|t| {
-                let (ctx, gpu, streams, bar) = (ctx.clone(), gpu.clone(), &streams, &bar);
-                s.spawn(move || record_thread(t, args, &ctx, &gpu, streams, bar))
+                let (devices, bar) = (&devices, &bar);
+                s.spawn(move || record_thread(t, args, devices, bar))
             })
             .collect();
         let mut errors = 0;
         for worker in workers {
-            errors += worker.join().map_err(|_| "a recording thread panicked".to_owned())??;
+            errors += worker.join().map_err(|_| "a recording thread panicked")??;
         }
         let record_time = started.elapsed();
         recording.store(false, Ordering::Release);
-        let collects = collector.join().map_err(|_| "the collector panicked".to_owned())??;
+        let collects = collector.join().map_err(|_| "the collector panicked")??;
         bar.finish_with_message(format!("{collects} collects while recording"));
         Ok((record_time, errors))
     })?;
-    let flushed = ctx.flush().map_err(|e| format!("flush failed: {e}"))?;
-    let stats = ctx.stats();
-    let free_walked = ctx.free_slots_walked();
-    drop(ctx); // closes the trace file
+    let backend = devices[0].gpu.backend().name();
+    let mut reports = Vec::new();
+    for device in devices {
+        let flushed = device.ctx.flush()?;
+        let (stats, free_walked) = (device.ctx.stats(), device.ctx.free_slots_walked());
+        drop(device.ctx); // the last context to go closes the trace file
+        reports.push(DeviceReport {
+            stats,
+            free_walked,
+            flushed_lists: flushed.lists,
+            zones: device.memory.zones(),
+        });
+    }
 
-    let zones = memory.zones();
-    let recorded_zones = stats.zones_emitted + stats.dropped_zones;
     println!();
-    println!("backend            {}", memory.info().map_or("?", |i| i.backend));
     println!(
-        "workload           {} threads x {} command buffers x {} dispatches, {} streams, verbosity {:?}",
-        args.threads, args.lists, args.zones, args.streams, args.verbosity
+        "backend            {backend}, {} GPU(s), a context each, one collector thread for all",
+        reports.len()
     );
     println!(
-        "zones              {} emitted, {} dropped, {} recording errors ({} lists collected, {} at the final flush)",
-        stats.zones_emitted, stats.dropped_zones, record_errors, stats.lists_collected, flushed.lists
+        "workload           {} threads x {} command buffers x {} dispatches on each GPU, {} streams per GPU, verbosity {:?}",
+        args.threads, args.lists, args.zones, args.streams, args.verbosity
+    );
+    let sum = |field: fn(&Stats) -> usize| reports.iter().map(|r| field(&r.stats)).sum::<usize>();
+    let (emitted, dropped) = (sum(|s| s.zones_emitted), sum(|s| s.dropped_zones));
+    println!(
+        "zones              {emitted} emitted, {dropped} dropped, {record_errors} recording errors, all GPUs together"
     );
     println!(
         "recording          {:.1} ms, {:.0} zones/s, {:.2} events per zone",
         record_time.as_secs_f64() * 1e3,
-        recorded_zones as f64 / record_time.as_secs_f64(),
-        stats.events_submitted as f64 / stats.zones_emitted.max(1) as f64
+        (emitted + dropped) as f64 / record_time.as_secs_f64(),
+        sum(|s| s.events_submitted) as f64 / emitted.max(1) as f64
+    );
+    for (index, report) in reports.iter().enumerate() {
+        println!();
+        print_device(index, report);
+    }
+    println!();
+    print_durations(reports.iter().flat_map(|r| &r.zones));
+    println!();
+    println!(
+        "trace              {}: one process per GPU (open in https://ui.perfetto.dev or chrome://tracing)",
+        args.trace.display()
+    );
+    for (index, report) in reports.iter().enumerate() {
+        if report.stats.unaccounted() != 0 || report.free_walked != report.stats.free {
+            return Err(format!("slot accounting is off on GPU {index}").into());
+        }
+    }
+    Ok(())
+}
+
+/// The one collector thread: collects every GPU's context in turn until recording stops.
+fn collect_while_recording<G: DemoGpu>(devices: &[Device<G>], recording: &AtomicBool) -> DemoResult<usize> {
+    let mut collects = 0;
+    while recording.load(Ordering::Acquire) {
+        for (index, device) in devices.iter().enumerate() {
+            let collected =
+                device.ctx.collect().map_err(|e| format!("collect failed on GPU {index}: {e}"))?;
+            collects += usize::from(matches!(collected, Collected::Done(_)));
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    Ok(collects)
+}
+
+fn print_device(index: usize, report: &DeviceReport) {
+    let stats = &report.stats;
+    println!("gpu {index}");
+    println!(
+        "  zones            {} emitted, {} dropped ({} lists collected, {} at the final flush)",
+        stats.zones_emitted, stats.dropped_zones, stats.lists_collected, report.flushed_lists
     );
     println!(
-        "pool               capacity {} of max {} in {} pages ({} grows), high water {}",
+        "  pool             capacity {} of max {} in {} pages ({} grows), high water {}",
         stats.capacity, stats.max_capacity, stats.pages, stats.grows, stats.high_water
     );
     println!(
-        "slots              free {} (freelist walk: {}), owned {}, submitted {}: {} unaccounted",
+        "  slots            free {} (freelist walk: {}), owned {}, submitted {}: {} unaccounted",
         stats.free,
-        free_walked,
+        report.free_walked,
         stats.owned,
         stats.submitted,
         stats.unaccounted()
     );
     println!(
-        "collector          {:.1} ns per zone in the emitter (the serial part, sinks included), {} lists moved by the order guard",
+        "  collector        {:.1} ns per zone in the emitter (the serial part, sinks included), {} lists moved by the order guard",
         stats.emitter_ns as f64 / stats.zones_emitted.max(1) as f64,
         stats.lists_shifted
     );
-    match check_nesting(&zones) {
+    match check_nesting(&report.zones) {
         Ok(lanes) => {
-            println!("nesting            ok: {} zones on {lanes} streams nest properly", zones.len())
+            println!("  nesting          ok: {} zones on {lanes} streams nest properly", report.zones.len())
         }
-        Err(e) => println!("nesting            BROKEN: {e}"),
+        Err(e) => println!("  nesting          BROKEN: {e}"),
     }
-    println!();
-    print_durations(&zones);
-    println!();
-    println!(
-        "trace              {} (open in https://ui.perfetto.dev or chrome://tracing)",
-        args.trace.display()
-    );
-    if stats.unaccounted() != 0 || free_walked != stats.free {
-        return Err("slot accounting is off".to_owned());
-    }
-    Ok(())
 }
 
-/// Adds the Tracy sink when asked, waiting for a profiler to connect if asked to.
+/// Adds a Tracy sink when asked: each GPU's context has its own, one Tracy GPU context per
+/// stream (docs/tracy.md).
 #[cfg(feature = "tracy")]
-fn with_tracy<G: DemoGpu>(
-    builder: gpu_event_pool::Builder<G>,
-    gpu: &G,
+fn with_tracy<B: Backend + Clone>(
+    builder: gpu_event_pool::Builder<B>,
+    backend: &B,
     args: &Args,
-) -> gpu_event_pool::Builder<G> {
-    use gpu_event_pool::sink::tracy::TracySink;
+) -> gpu_event_pool::Builder<B> {
     if !args.tracy && args.tracy_wait.is_none() {
         return builder;
     }
-    let sink = TracySink::for_backend(gpu);
-    if let Some(secs) = args.tracy_wait {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        let connected = loop {
-            let connected = tracy_client::Client::is_connected();
-            if connected || Instant::now() >= deadline {
-                break connected;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        if connected {
-            eprintln!("Tracy profiler connected");
-        } else {
-            eprintln!("no Tracy profiler after {secs} s, recording anyway (the client keeps the data)");
-        }
-    }
-    builder.sink(sink)
+    builder.sink(gpu_event_pool::sink::tracy::TracySink::for_backend(backend))
 }
 
-/// One recording thread: command buffers of adjacent dispatch zones, each inside a coarse zone.
+/// Waits for a Tracy profiler to connect, if asked to (the client keeps everything until one
+/// does).
+#[cfg(feature = "tracy")]
+fn wait_for_tracy(args: &Args) {
+    let Some(secs) = args.tracy_wait else { return };
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let connected = loop {
+        let connected = tracy_client::Client::is_connected();
+        if connected || Instant::now() >= deadline {
+            break connected;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if connected {
+        eprintln!("Tracy profiler connected");
+    } else {
+        eprintln!("no Tracy profiler after {secs} s, recording anyway (the client keeps the data)");
+    }
+}
+
+/// One recording thread: command buffers of adjacent dispatch zones, each inside a coarse
+/// zone, on every GPU in turn (consecutive command buffers go to consecutive GPUs, and each
+/// GPU's streams take turns).
 fn record_thread<G: DemoGpu>(
     thread: u32,
     args: &Args,
-    ctx: &TracingContext<G>,
-    gpu: &G,
-    streams: &[Mutex<G::Stream>],
+    devices: &[Device<G>],
     bar: &ProgressBar,
-) -> Result<usize, String> {
+) -> DemoResult<usize> {
     let mut errors = 0;
     let mut rng = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(thread);
     let mut next = move || {
@@ -307,11 +416,12 @@ fn record_thread<G: DemoGpu>(
         rng ^= rng << 17;
         rng
     };
-    for i in 0..args.lists {
-        let stream_index = ((thread + i) % args.streams) as usize;
-        // A stream records one command buffer at a time, as a runtime's queue does.
-        let stream = streams[stream_index].lock().unwrap_or_else(|p| p.into_inner());
-        let mut list = ctx.list();
+    for i in 0..args.lists as usize * devices.len() {
+        let turn = thread as usize + i;
+        let device = &devices[turn % devices.len()];
+        let stream = &device.streams[turn / devices.len() % device.streams.len()];
+        let stream = stream.lock().unwrap_or_else(|p| p.into_inner());
+        let mut list = device.ctx.list();
         errors +=
             usize::from(list.zone_begin(&*stream, location!("command buffer", Verbosity::Coarse)).is_err());
         for d in 0..args.zones {
@@ -321,12 +431,12 @@ fn record_thread<G: DemoGpu>(
                 if d == 0 { list.zone_begin(&*stream, location) } else { list.zone_next(&*stream, location) };
             errors += usize::from(step.is_err());
             let base = KERNELS[kernel].1;
-            gpu.kernel(&stream, base / 2 + (next() % base as u64) as i64)?;
+            device.gpu.kernel(&stream, base / 2 + (next() % base as u64) as i64)?;
         }
         errors += usize::from(list.zone_end(&*stream).is_err());
         errors += usize::from(list.zone_end(&*stream).is_err());
         drop(stream);
-        ctx.submit(list).map_err(|e| format!("submit failed: {e}"))?;
+        device.ctx.submit(list)?;
         bar.inc(1);
     }
     Ok(errors)
@@ -360,7 +470,7 @@ fn check_nesting(zones: &[Zone]) -> Result<usize, String> {
     Ok(by_lane.len())
 }
 
-fn print_durations(zones: &[Zone]) {
+fn print_durations<'a>(zones: impl IntoIterator<Item = &'a Zone>) {
     let mut by_name: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for z in zones {
         by_name.entry(z.location.name()).or_default().push(z.gpu_end_ns - z.gpu_begin_ns);

@@ -2,11 +2,13 @@
 //! the host clock it lines up with a CPU trace of the same run.
 
 use gpu_event_pool::sim::SimBackend;
-use gpu_event_pool::sink::chrome::{ChromeClock, ChromeTraceSink};
+use gpu_event_pool::sink::chrome::{ChromeClock, ChromeTrace, ChromeTraceSink};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::{location, Backend, TracingContext, Verbosity};
 use serde_json::Value;
+use std::io::Write;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -304,5 +306,154 @@ fn the_trace_stays_valid_json_across_flushes_and_writes() {
     }
     drop(ctx);
     assert_eq!(parse(&path).iter().filter(|e| e["ph"] == "X").count(), 3);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Records `lists` one-zone lists on `stream`, one after another on the manual clock.
+fn record_lists(
+    ctx: &TracingContext<SimBackend>,
+    sim: &SimBackend,
+    stream: &gpu_event_pool::sim::SimStream,
+    lists: usize,
+) {
+    for _ in 0..lists {
+        let mut list = ctx.list();
+        list.zone_begin(stream, location!("work")).unwrap();
+        sim.launch(stream, 1_000);
+        list.zone_end(stream).unwrap();
+        ctx.submit(list).unwrap();
+        sim.advance(2_000);
+    }
+}
+
+#[test]
+fn several_contexts_write_one_trace_each_as_its_own_process() {
+    const DEVICES: usize = 3;
+    const LISTS: usize = 50;
+    let dir = scratch("shared");
+    let path = dir.join("trace.json");
+    let trace = ChromeTrace::create(&path).unwrap();
+    let devices: Vec<(SimBackend, TracingContext<SimBackend>)> = (0..DEVICES)
+        .map(|d| {
+            let sim = SimBackend::manual();
+            let ctx = TracingContext::builder(sim.clone())
+                .name(format!("gpu {d}"))
+                .sink(trace.sink())
+                .build()
+                .unwrap();
+            (sim, ctx)
+        })
+        .collect();
+    // Every context records and flushes from its own thread at once: their batches share
+    // the file and must not cut into each other.
+    std::thread::scope(|s| {
+        for (sim, ctx) in &devices {
+            s.spawn(move || {
+                let streams = [sim.stream(), sim.stream()];
+                for round in 0..LISTS {
+                    record_lists(ctx, sim, &streams[round % 2], 1);
+                    ctx.flush().unwrap();
+                }
+            });
+        }
+    });
+    let events = parse(&path);
+    assert_eq!(events.len(), trace.events(), "a complete JSON array after the flushes");
+    let ids: Vec<u32> = devices.iter().map(|(_, ctx)| ctx.info().id).collect();
+    for (d, id) in ids.iter().enumerate() {
+        let of = |e: &&Value| e["pid"] == *id;
+        let process: Vec<&Value> = events.iter().filter(of).filter(|e| e["name"] == "process_name").collect();
+        assert_eq!(process.len(), 1, "one process per context");
+        assert_eq!(process[0]["args"]["name"], format!("gpu {d} (sim)"));
+        assert_eq!(events.iter().filter(of).filter(|e| e["ph"] == "X").count(), LISTS);
+        assert_eq!(
+            events.iter().filter(of).filter(|e| e["name"] == "thread_name").count(),
+            2,
+            "its two streams"
+        );
+    }
+    let pids: std::collections::BTreeSet<String> = events.iter().map(|e| e["pid"].to_string()).collect();
+    assert_eq!(pids.len(), DEVICES, "no event outside the contexts' processes");
+
+    drop(devices);
+    assert_eq!(
+        parse(&path).len(),
+        events.len(),
+        "the trace still holds the file open, closed as at the last flush"
+    );
+    drop(trace);
+    assert_eq!(parse(&path).len(), events.len(), "closed once, by the last one dropped");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// A writer whose bytes the test can read while the trace holds it.
+#[derive(Clone, Default)]
+struct SharedBytes(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedBytes {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_trace_on_a_plain_writer_is_closed_by_the_last_of_its_sinks_and_handle() {
+    let bytes = SharedBytes::default();
+    let text = || String::from_utf8(bytes.0.lock().unwrap().clone()).unwrap();
+    let trace = ChromeTrace::new(bytes.clone());
+    let (first, second) = (SimBackend::manual(), SimBackend::manual());
+    let a = TracingContext::builder(first.clone()).sink(trace.sink()).build().unwrap();
+    let b = TracingContext::builder(second.clone()).sink(trace.sink()).build().unwrap();
+    drop(trace);
+    record_lists(&a, &first, &first.stream(), 2);
+    record_lists(&b, &second, &second.stream(), 3);
+    drop(a);
+    assert!(!text().trim_end().ends_with(']'), "one sink still writes: not closed yet");
+    drop(b);
+    let events: Vec<Value> = serde_json::from_str(&text()).unwrap();
+    assert_eq!(events.iter().filter(|e| e["ph"] == "X").count(), 5);
+    assert_eq!(text().matches("\n]").count(), 1, "closed once");
+}
+
+#[test]
+fn contexts_of_one_trace_share_its_origin_on_the_host_clock() {
+    let dir = scratch("shared-origin");
+    let path = dir.join("trace.json");
+    let trace = ChromeTrace::create(&path).unwrap();
+    let context = |gpu: &SimBackend| {
+        TracingContext::builder(gpu.clone()).sink(trace.sink().with_backend_clock(gpu)).build().unwrap()
+    };
+    // The second GPU, its context and its sink come 30 ms after the first: its GPU clock
+    // (from its context's base event) and its host clock start that much later, and a sink
+    // on an origin of its own (when it was made) would put its zones 30 ms off.
+    let early = SimBackend::realtime();
+    let first = context(&early);
+    std::thread::sleep(Duration::from_millis(30));
+    let late = SimBackend::realtime();
+    let contexts = [first, context(&late)];
+    // One kernel queued on each GPU at the same moment.
+    for (ctx, gpu) in contexts.iter().zip([&early, &late]) {
+        let stream = gpu.stream();
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("kernel")).unwrap();
+        gpu.launch(&stream, 1_000_000);
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+    }
+    for ctx in &contexts {
+        ctx.flush().unwrap();
+    }
+    let events = parse(&path);
+    let kernels: Vec<&Value> = events.iter().filter(|e| e["name"] == "kernel").collect();
+    assert_eq!(kernels.len(), 2);
+    let ts = |e: &Value| (e["ts"].as_f64().unwrap() * 1e3) as i64;
+    let gpu_begin = |e: &Value| e["args"]["gpu_begin_ns"].as_i64().unwrap();
+    assert!(gpu_begin(kernels[0]) - gpu_begin(kernels[1]) >= 30_000_000, "GPU clocks 30 ms apart");
+    assert!((ts(kernels[0]) - ts(kernels[1])).abs() < 5_000_000, "one timeline: {kernels:?}");
+    drop(contexts);
     std::fs::remove_dir_all(dir).ok();
 }

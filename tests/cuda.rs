@@ -615,8 +615,8 @@ fn collecting_beside_a_global_mode_capture_leaves_the_capture_valid() {
 }
 
 /// A thread that has another context current (another library's, here a second context on
-/// the same device) records, collects and flushes through the backend: after every call its
-/// own context is current again.
+/// the same device) opens a backend, records, collects and flushes through it: after every
+/// call its own context is current again.
 #[test]
 fn calls_leave_the_threads_current_context_as_they_found_it() {
     use cudarc::driver::sys;
@@ -637,6 +637,9 @@ fn calls_leave_the_threads_current_context_as_they_found_it() {
         assert_eq!(sys::cuCtxCreate_v2(&mut other, 0, device), sys::CUresult::CUDA_SUCCESS);
     }
     assert_eq!(current(), other);
+    // Opening a backend (cudarc's `CudaContext::new` binds the primary context it retains).
+    let _another = CudaBackend::new(0).unwrap();
+    assert_eq!(current(), other, "CudaBackend::new");
     let mut list = ctx.list();
     list.zone_begin(&stream, location!("beside another context")).unwrap();
     assert_eq!(current(), other, "record");

@@ -928,3 +928,62 @@ fn dropped_and_unsubmitted_zones_never_reach_tracy() {
     assert!(recorder.times().iter().all(|&t| t > 0), "no placeholder time: {:?}", recorder.times());
     assert_eq!(stats.unaccounted(), 0);
 }
+
+/// Several GPUs in one process, a tracing context per GPU, each with its own sink, all taking
+/// Tracy's ids from the one process-wide pool: per GPU, one Tracy context per stream that
+/// records (the first reserved when the sink opens, so at least one), plus one for its graphs
+/// if it has any (docs/cuda.md, "Several GPUs").
+#[test]
+fn a_context_per_gpu_takes_a_tracy_context_per_stream_lane_from_the_process_pool() {
+    const STREAMS: usize = 3;
+    let ids = Arc::new(TracyContextIds::new());
+    let gpus: Vec<(SimBackend, TracingContext<SimBackend>, Recorder)> = (0..4)
+        .map(|g| {
+            let sim = SimBackend::manual();
+            let tracy_clock = sim.clone();
+            let recorder = Recorder::sharing_ids(Arc::new(move || tracy_clock.now()), Arc::clone(&ids));
+            let host = sim.clone();
+            let ctx = TracingContext::builder(sim.clone())
+                .name(format!("gpu {g}"))
+                .sink(TracySink::with_api(recorder.clone(), move || host.now()))
+                .build()
+                .unwrap();
+            (sim, ctx, recorder)
+        })
+        .collect();
+    // GPUs 0 to 2 record on three streams each, GPU 0 a graph too; GPU 3 records nothing.
+    for (sim, ctx, _) in &gpus[..3] {
+        sim.advance(1_000_000);
+        for _ in 0..STREAMS {
+            let stream = sim.stream();
+            let mut list = ctx.list();
+            list.zone_begin(&stream, location!("work")).unwrap();
+            sim.launch(&stream, 10_000);
+            list.zone_end(&stream).unwrap();
+            ctx.submit(list).unwrap();
+        }
+    }
+    let (sim, ctx, _) = &gpus[0];
+    let (graph, stream) = (sim.graph(), sim.stream());
+    let mut list = ctx.list();
+    list.graph_zone_begin(&graph, &[], location!("graph")).unwrap();
+    list.graph_zone_end(&graph, &[]).unwrap();
+    sim.launch_graph(&graph, &stream);
+    ctx.submit(list).unwrap();
+    for (_, ctx, _) in &gpus {
+        ctx.flush().unwrap();
+    }
+
+    let lanes: Vec<Vec<String>> = gpus.iter().map(|(_, _, r)| Model::replay(&r.messages()).names()).collect();
+    let expected = |g: usize| (1..=STREAMS).map(move |n| format!("gpu {g} / stream {n}"));
+    assert_eq!(lanes[0], ["gpu 0 / graphs".to_owned()].into_iter().chain(expected(0)).collect::<Vec<_>>());
+    assert_eq!(lanes[1], expected(1).collect::<Vec<_>>());
+    assert_eq!(lanes[2], expected(2).collect::<Vec<_>>());
+    assert!(lanes[3].is_empty(), "a GPU that records nothing shows no lane");
+    let taken = STREAMS + 1 + STREAMS + STREAMS + 1;
+    assert_eq!(
+        ids.take(),
+        Some(254 - taken as u8),
+        "{taken} ids: the lanes, and the one GPU 3's sink reserved"
+    );
+}

@@ -143,6 +143,10 @@ impl CudaBackend {
         if !unsafe { sys::is_culib_present() } {
             return Err(BackendError::new("dlopen(libcuda)", NO_DRIVER_LIBRARY));
         }
+        cudarc::driver::result::init().map_err(driver("cuInit"))?;
+        // `CudaContext::new` makes the new context current: put the thread's own back, so
+        // that opening one backend per device leaves the opening thread as it was.
+        let _restore = Current::saved()?;
         let ctx = CudaContext::new(ordinal).map_err(driver("cuDevicePrimaryCtxRetain"))?;
         Ok(Self::from_context(ctx))
     }
@@ -205,6 +209,13 @@ impl Current {
         // Safety: the context is live (the backend holds an Arc to it).
         unsafe { cudarc::driver::result::ctx::set_current(ctx.cu_ctx()) }
             .map_err(driver("cuCtxSetCurrent"))?;
+        Ok(Self { previous: Some(previous.unwrap_or(std::ptr::null_mut())) })
+    }
+
+    /// Puts the thread's current context (or none) back when dropped, whatever is made
+    /// current meanwhile.
+    fn saved() -> Result<Self, BackendError> {
+        let previous = cudarc::driver::result::ctx::get_current().map_err(driver("cuCtxGetCurrent"))?;
         Ok(Self { previous: Some(previous.unwrap_or(std::ptr::null_mut())) })
     }
 }

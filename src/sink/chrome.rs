@@ -41,6 +41,19 @@
 //! ([`ChromeTraceSink::new`]) cannot move back, so it writes the `]` only when it is dropped
 //! (with its context); until then its output is a valid trace in the array format, whose
 //! closing bracket is optional, but not a complete JSON document.
+//!
+//! # Several contexts in one trace
+//!
+//! A [`ChromeTrace`] is one output that any number of sinks write into, one sink per context
+//! (one context per GPU, say): [`ChromeTrace::sink`] makes them. Each context is its own
+//! process in the trace (its `pid` is the context id, unique in the process, unless
+//! [`ChromeTraceSink::with_pid`] says otherwise), and its tracks are numbered within it. The
+//! sinks share the trace's origin, so on the host clock every context is on one timeline;
+//! on [`ChromeClock::Gpu`] each context counts from its own base event and they do not line
+//! up. The file rules above hold for the whole trace: a [`ChromeTrace::create`] file is a
+//! complete JSON array after every flush of any of its sinks, and the closing `]` of any
+//! other writer comes when the last of the trace and its sinks is dropped.
+//! [`ChromeTraceSink::create`] and [`ChromeTraceSink::new`] are a trace with one sink.
 
 use super::{ContextInfo, Sink, ZoneBatch};
 use crate::backend::{Backend, Lane};
@@ -50,6 +63,9 @@ use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
+// The sinks' shared output is outside the pool's modelled concurrency (only collectors call
+// sinks): plain std.
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 /// Which clock a [`ChromeTraceSink`] writes `ts` on (module docs, "Which clock").
@@ -102,6 +118,150 @@ impl Output {
     }
 }
 
+/// The JSON array every sink of one [`ChromeTrace`] writes into. Closed (the trailer written)
+/// when the last of the trace and its sinks drops it.
+struct TraceOutput {
+    out: Output,
+    /// Events in the array so far, from every sink.
+    events: usize,
+}
+
+impl TraceOutput {
+    fn write_event(&mut self, event: &str) -> std::io::Result<()> {
+        let separator = if self.events == 0 { "[\n" } else { ",\n" };
+        let out = self.out.writer();
+        out.write_all(separator.as_bytes())?;
+        out.write_all(event.as_bytes())?;
+        self.events += 1;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let end = trailer(self.events);
+        match &mut self.out {
+            Output::Stream(out) => out.flush(),
+            Output::Seekable(out) => {
+                out.write_all(end)?;
+                out.flush()?;
+                // The next event (or the final trailer, the same length) writes over it.
+                out.seek(SeekFrom::Current(-TRAILER_LEN))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Drop for TraceOutput {
+    fn drop(&mut self) {
+        let end = trailer(self.events);
+        let out = self.out.writer();
+        // A failure here cannot be reported; the trace stays valid without the bracket.
+        let _ = out.write_all(end).and_then(|()| out.flush());
+    }
+}
+
+/// One Chrome trace (a JSON array of events) that any number of [`ChromeTraceSink`]s write
+/// into: several tracing contexts, one per GPU say, in one file, each its own process (module
+/// docs, "Several contexts in one trace").
+///
+/// Cheap to clone: clones and the sinks made from it share one output. A mutex serializes
+/// the sinks' writes, taken once per call (a whole batch of zones at a time); only
+/// collectors call sinks, so recording never waits for it.
+///
+/// ```
+/// use gpu_event_pool::sim::SimBackend;
+/// use gpu_event_pool::sink::chrome::ChromeTrace;
+/// use gpu_event_pool::TracingContext;
+///
+/// let path = std::env::temp_dir().join("chrome-trace-doc.json");
+/// let trace = ChromeTrace::create(&path)?;
+/// let mut contexts = Vec::new();
+/// for device in 0..2 {
+///     let gpu = SimBackend::realtime();
+///     let sink = trace.sink().with_backend_clock(&gpu); // pid: the context's id
+///     let ctx = TracingContext::builder(gpu).name(format!("gpu {device}")).sink(sink).build()?;
+///     contexts.push(ctx);
+/// }
+/// // ... record on both, collect both from one thread ...
+/// for ctx in &contexts {
+///     ctx.flush()?; // after each flush the file is a complete JSON array
+/// }
+/// drop(contexts);
+/// drop(trace); // the last one closes the array
+/// # let events: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+/// # assert_eq!(events.iter().filter(|e| e["name"] == "process_name").count(), 2);
+/// # std::fs::remove_file(path).ok();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct ChromeTrace {
+    out: Arc<Mutex<TraceOutput>>,
+    origin: Instant,
+}
+
+impl std::fmt::Debug for ChromeTrace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChromeTrace").field("events", &self.events()).finish_non_exhaustive()
+    }
+}
+
+/// Locks the shared output, ignoring poisoning: a sink that panicked mid-write can at worst
+/// leave one event cut short, which the next separator does not make worse.
+fn lock(out: &Mutex<TraceOutput>) -> MutexGuard<'_, TraceOutput> {
+    out.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ChromeTrace {
+    fn with_output(out: Output) -> Self {
+        Self { out: Arc::new(Mutex::new(TraceOutput { out, events: 0 })), origin: Instant::now() }
+    }
+
+    /// A trace written to `out`, with its origin now. `out` cannot seek, so the closing `]`
+    /// comes only when the trace and all its sinks are dropped (module docs).
+    pub fn new(out: impl Write + Send + 'static) -> Self {
+        Self::with_output(Output::Stream(Box::new(out)))
+    }
+
+    /// A trace written to a new file at `path` (replacing any file there), with its origin
+    /// now. The file is a complete JSON array after every flush of any of its sinks.
+    pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
+        let file = BufWriter::new(std::fs::File::create(path)?);
+        Ok(Self::with_output(Output::Seekable(Box::new(file))))
+    }
+
+    /// On the host clock, `ts` 0 is `origin` for every sink made from now on (default: when
+    /// the trace was made).
+    pub fn with_origin(mut self, origin: Instant) -> Self {
+        self.origin = origin;
+        self
+    }
+
+    /// A new sink writing into this trace, on the host clock from the trace's origin. Give
+    /// each context its own.
+    pub fn sink(&self) -> ChromeTraceSink {
+        ChromeTraceSink {
+            out: Arc::clone(&self.out),
+            clock: ChromeClock::Host,
+            origin: self.origin,
+            backend_origin: None,
+            host_offset_ns: 0,
+            pid: None,
+            tracks: Tracks::default(),
+            events: 0,
+        }
+    }
+
+    /// `ts` 0 on the host clock, for the sinks made from now on.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// Events written so far by all its sinks (zones and metadata).
+    pub fn events(&self) -> usize {
+        lock(&self.out).events
+    }
+}
+
 /// Writes zones as Chrome trace events.
 ///
 /// ```
@@ -120,7 +280,7 @@ impl Output {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ChromeTraceSink {
-    out: Output,
+    out: Arc<Mutex<TraceOutput>>,
     clock: ChromeClock,
     origin: Instant,
     /// Where the backend's host clock reads 0, when known (`with_backend_clock`).
@@ -128,10 +288,61 @@ pub struct ChromeTraceSink {
     /// Added to a backend host time to get nanoseconds since `origin` (set by `open`).
     host_offset_ns: i64,
     pid: Option<u32>,
-    lanes: HashMap<Lane, u32>,
-    names: HashMap<Lane, String>,
+    tracks: Tracks,
+    /// Events this sink wrote.
     events: usize,
-    closed: bool,
+}
+
+/// The tracks (Chrome threads) of one sink's context: one per lane, numbered from 1 in order
+/// of first use.
+#[derive(Debug, Default)]
+struct Tracks {
+    tids: HashMap<Lane, u32>,
+    /// Names given with `name_stream`, for tracks not written yet.
+    names: HashMap<Lane, String>,
+}
+
+impl Tracks {
+    /// The track of `lane`; a new one's metadata (name, order) goes to `out` first.
+    fn tid(&mut self, pid: u32, lane: Lane, out: &mut SinkWriter<'_>) -> std::io::Result<u32> {
+        if let Some(&tid) = self.tids.get(&lane) {
+            return Ok(tid);
+        }
+        let tid = self.tids.len() as u32 + 1;
+        self.tids.insert(lane, tid);
+        let name = match (self.names.get(&lane), lane) {
+            (Some(name), _) => name.clone(),
+            (None, Lane::Stream(key)) => format!("stream {key:#x}"),
+            (None, Lane::Graph(key)) => format!("graph {key:#x}"),
+        };
+        out.write_event(&thread_name(pid, tid, &name))?;
+        let order = json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}});
+        out.write_event(&order.to_string())?;
+        Ok(tid)
+    }
+}
+
+fn thread_name(pid: u32, tid: u32, name: &str) -> String {
+    json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}).to_string()
+}
+
+/// The trace's output, locked by one sink for one call (so a batch is never split by
+/// another sink's events), counting what that sink writes.
+struct SinkWriter<'a> {
+    out: MutexGuard<'a, TraceOutput>,
+    events: &'a mut usize,
+}
+
+impl<'a> SinkWriter<'a> {
+    fn lock(out: &'a Mutex<TraceOutput>, events: &'a mut usize) -> Self {
+        Self { out: lock(out), events }
+    }
+
+    fn write_event(&mut self, event: &str) -> std::io::Result<()> {
+        self.out.write_event(event)?;
+        *self.events += 1;
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for ChromeTraceSink {
@@ -188,32 +399,18 @@ fn signed_ns(later: Instant, earlier: Instant) -> i64 {
 }
 
 impl ChromeTraceSink {
-    fn with_output(out: Output) -> Self {
-        Self {
-            out,
-            clock: ChromeClock::Host,
-            origin: Instant::now(),
-            backend_origin: None,
-            host_offset_ns: 0,
-            pid: None,
-            lanes: HashMap::new(),
-            names: HashMap::new(),
-            events: 0,
-            closed: false,
-        }
-    }
-
-    /// A sink writing to `out`, on the host clock from now. `out` cannot seek, so the closing
-    /// `]` comes only when the sink is dropped (module docs, "When the file is valid JSON").
+    /// A sink writing to `out`, on the host clock from now: a [`ChromeTrace`] with this one
+    /// sink. `out` cannot seek, so the closing `]` comes only when the sink is dropped (module
+    /// docs, "When the file is valid JSON").
     pub fn new(out: impl Write + Send + 'static) -> Self {
-        Self::with_output(Output::Stream(Box::new(out)))
+        ChromeTrace::new(out).sink()
     }
 
     /// A sink writing to a new file at `path` (replacing any file there), on the host clock
-    /// from now. The file is a complete JSON array after every flush.
+    /// from now: a [`ChromeTrace`] with this one sink. The file is a complete JSON array
+    /// after every flush.
     pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
-        let file = BufWriter::new(std::fs::File::create(path)?);
-        Ok(Self::with_output(Output::Seekable(Box::new(file))))
+        Ok(ChromeTrace::create(path)?.sink())
     }
 
     /// Writes `ts` on `clock` (default [`ChromeClock::Host`]).
@@ -222,8 +419,11 @@ impl ChromeTraceSink {
         self
     }
 
-    /// On the host clock, `ts` 0 is `origin` (default: when the sink was made). Give it the
-    /// `Instant` a CPU tracer counts from, so both traces share one timeline.
+    /// On the host clock, `ts` 0 is `origin` (default: its [`ChromeTrace`]'s origin, which
+    /// for [`create`](Self::create) and [`new`](Self::new) is when the sink was made). Give it
+    /// the `Instant` a CPU tracer counts from, so both traces share one timeline; sinks of one
+    /// trace line up with each other when they keep the trace's origin
+    /// ([`ChromeTrace::with_origin`]).
     pub fn with_origin(mut self, origin: Instant) -> Self {
         self.origin = origin;
         self
@@ -238,8 +438,8 @@ impl ChromeTraceSink {
     }
 
     /// Writes the context's events under process id `pid` instead of the context id: pick
-    /// one no other trace merged with this one uses (`tracing-chrome` writes pid 1, and the
-    /// first context's id is 1).
+    /// one that no other sink of its [`ChromeTrace`] and no other trace merged with this one
+    /// uses (`tracing-chrome` writes pid 1, and the first context's id is 1).
     pub fn with_pid(mut self, pid: u32) -> Self {
         self.pid = Some(pid);
         self
@@ -255,46 +455,14 @@ impl ChromeTraceSink {
         self.clock
     }
 
-    /// Events written so far (zones and metadata).
+    /// Events this sink wrote so far (zones and metadata; [`ChromeTrace::events`] counts
+    /// every sink's).
     pub fn events(&self) -> usize {
         self.events
     }
 
     fn pid(&self, context: &ContextInfo) -> u32 {
         self.pid.unwrap_or(context.id)
-    }
-
-    fn write_event(&mut self, event: &str) -> std::io::Result<()> {
-        let separator = if self.events == 0 { "[\n" } else { ",\n" };
-        let out = self.out.writer();
-        out.write_all(separator.as_bytes())?;
-        out.write_all(event.as_bytes())?;
-        self.events += 1;
-        Ok(())
-    }
-
-    fn write_thread_name(&mut self, context: &ContextInfo, tid: u32, name: &str) -> std::io::Result<()> {
-        let pid = self.pid(context);
-        let meta = json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}});
-        self.write_event(&meta.to_string())
-    }
-
-    fn tid(&mut self, context: &ContextInfo, lane: Lane) -> std::io::Result<u32> {
-        if let Some(&tid) = self.lanes.get(&lane) {
-            return Ok(tid);
-        }
-        let tid = self.lanes.len() as u32 + 1;
-        self.lanes.insert(lane, tid);
-        let name = match (self.names.get(&lane), lane) {
-            (Some(name), _) => name.clone(),
-            (None, Lane::Stream(key)) => format!("stream {key:#x}"),
-            (None, Lane::Graph(key)) => format!("graph {key:#x}"),
-        };
-        self.write_thread_name(context, tid, &name)?;
-        let pid = self.pid(context);
-        let order = json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}});
-        self.write_event(&order.to_string())?;
-        Ok(tid)
     }
 }
 
@@ -309,22 +477,27 @@ impl Sink for ChromeTraceSink {
         let pid = self.pid(context);
         let meta = json!({"name": "process_name", "ph": "M", "pid": pid,
             "args": {"name": name, "clock": self.clock.name()}});
-        self.write_event(&meta.to_string())
+        SinkWriter::lock(&self.out, &mut self.events).write_event(&meta.to_string())
     }
 
     fn name_lane(&mut self, context: &ContextInfo, lane: Lane, name: &str) -> std::io::Result<()> {
-        self.names.insert(lane, name.to_owned());
-        match self.lanes.get(&lane) {
+        let pid = self.pid(context);
+        self.tracks.names.insert(lane, name.to_owned());
+        match self.tracks.tids.get(&lane) {
             // A track already written gets the name now (the last `thread_name` wins); a new
             // one gets it with its first zone.
-            Some(&tid) => self.write_thread_name(context, tid, name),
+            Some(&tid) => {
+                SinkWriter::lock(&self.out, &mut self.events).write_event(&thread_name(pid, tid, name))
+            }
             None => Ok(()),
         }
     }
 
     fn zones(&mut self, context: &ContextInfo, batch: ZoneBatch<'_>) -> std::io::Result<()> {
+        let pid = self.pid(context);
+        let mut out = SinkWriter::lock(&self.out, &mut self.events);
         for zone in batch.zones {
-            let tid = self.tid(context, zone.lane)?;
+            let tid = self.tracks.tid(pid, zone.lane, &mut out)?;
             let (begin, end) = match self.clock {
                 ChromeClock::Host => (
                     zone.host_begin_ns.saturating_add(self.host_offset_ns),
@@ -337,7 +510,7 @@ impl Sink for ChromeTraceSink {
                 name: location.name(),
                 cat: "gpu",
                 ph: "X",
-                pid: self.pid(context),
+                pid,
                 tid,
                 ts: micros_raw(begin)?,
                 dur: micros_raw(end - begin)?,
@@ -351,36 +524,13 @@ impl Sink for ChromeTraceSink {
                     gpu_end_ns: zone.gpu_end_ns,
                 },
             };
-            let event = serde_json::to_string(&event)?;
-            self.write_event(&event)?;
+            out.write_event(&serde_json::to_string(&event)?)?;
         }
         Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        let end = trailer(self.events);
-        match &mut self.out {
-            Output::Stream(out) => out.flush(),
-            Output::Seekable(out) => {
-                out.write_all(end)?;
-                out.flush()?;
-                // The next event (or the final trailer, the same length) writes over it.
-                out.seek(SeekFrom::Current(-TRAILER_LEN))?;
-                Ok(())
-            }
-        }
-    }
-}
-
-impl Drop for ChromeTraceSink {
-    fn drop(&mut self) {
-        if !self.closed {
-            self.closed = true;
-            let end = trailer(self.events);
-            let out = self.out.writer();
-            // A failure here cannot be reported; the trace stays valid without the bracket.
-            let _ = out.write_all(end).and_then(|()| out.flush());
-        }
+        lock(&self.out).flush()
     }
 }
 
