@@ -299,8 +299,14 @@ impl<B: Backend> Inner<B> {
         self.queue.push(&self.pool, used.first);
     }
 
+    /// Whether some `TracingContext` handle is left (`CollectorThread`).
+    #[cfg(not(gpu_event_pool_loom))]
+    pub(crate) fn has_handles(&self) -> bool {
+        self.handles.load(Ordering::Acquire) > 0
+    }
+
     /// `TracingContext::collect`.
-    fn collect(&self) -> Result<Collected, CollectError> {
+    pub(crate) fn collect(&self) -> Result<Collected, CollectError> {
         let inner = self;
         let outcome = inner.read(false);
         let mut report =
@@ -732,6 +738,12 @@ impl<B: Backend> TracingContext<B> {
             (report, None) => Ok(report),
             (report, Some(error)) => Err(CollectError { error, report }),
         }
+    }
+
+    /// The context, held weakly (`CollectorThread`).
+    #[cfg(not(gpu_event_pool_loom))]
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Inner<B>> {
+        Arc::downgrade(&self.inner)
     }
 
     /// Starts the context's own collector thread.

@@ -53,6 +53,8 @@
 
 pub mod backend;
 mod collector;
+#[cfg(not(gpu_event_pool_loom))]
+mod collector_thread;
 mod context;
 mod error;
 pub mod freelist;
@@ -75,6 +77,8 @@ pub struct ReadmeDoctests;
 
 pub use backend::{sim, Backend, Lane};
 pub use collector::CollectReport;
+#[cfg(not(gpu_event_pool_loom))]
+pub use collector_thread::CollectorThread;
 pub use context::{Builder, Collected, Config, Stats, TracingContext};
 pub use error::{BackendError, CollectError, ConfigError, Error, RecordError, SubmitError};
 pub use list::{EventList, ZoneGuard};

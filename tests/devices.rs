@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 const DEVICES: usize = 3;
 const THREADS: usize = 4;
 /// Command buffers each thread records on each device.
-const LISTS: usize = 40;
+const LISTS: usize = if cfg!(miri) { 4 } else { 40 };
 /// Dispatch zones per command buffer, inside one command-buffer zone.
 const DISPATCHES: usize = 4;
 const ZONES_PER_DEVICE: usize = THREADS * LISTS * (DISPATCHES + 1);
@@ -86,7 +86,7 @@ fn record_on_every_device(devices: &[Device], thread: usize) {
 /// The one collector thread: collects every context in turn until recording is over and
 /// every device's lists are collected. Returns how many lists it collected from each device.
 fn collect_every_device(devices: &[Device], recording: &AtomicBool) -> Vec<usize> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(if cfg!(miri) { 600 } else { 30 });
     let mut collected = vec![0; devices.len()];
     loop {
         let done = !recording.load(Ordering::Acquire);
@@ -189,4 +189,101 @@ fn threads_record_on_every_device_and_one_collector_thread_serves_them_all() {
         );
     }
     std::fs::remove_dir_all(dir).ok();
+}
+
+mod collector_thread {
+    use super::*;
+    use gpu_event_pool::sink::{ContextInfo, Sink, ZoneBatch};
+    use gpu_event_pool::CollectorThread;
+    use std::sync::Arc;
+
+    /// Waits for `done` (up to 10 s; 600 under Miri).
+    fn eventually(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(if cfg!(miri) { 600 } else { 10 });
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn one_collector_thread_collects_every_device_without_anyone_calling_collect() {
+        let trace = ChromeTrace::new(std::io::sink());
+        let devices: Vec<Device> = (0..DEVICES).map(|index| Device::open(index, &trace)).collect();
+        let collector = CollectorThread::spawn(Duration::from_millis(1)).unwrap();
+        for device in &devices {
+            collector.add(&device.ctx);
+        }
+        assert_eq!(collector.contexts(), DEVICES);
+        std::thread::scope(|s| {
+            for thread in 0..THREADS {
+                let devices = &devices;
+                s.spawn(move || record_on_every_device(devices, thread));
+            }
+        });
+        // Nobody else collects: the thread must collect every list of every device.
+        for device in &devices {
+            eventually("the collector thread to collect every list", || {
+                let stats = device.ctx.stats();
+                stats.lists_collected == THREADS * LISTS && stats.zones_emitted >= ZONES_PER_DEVICE
+            });
+            let stats = device.ctx.stats();
+            assert_eq!(stats.zones_emitted, ZONES_PER_DEVICE, "nothing lost");
+            assert_eq!((stats.dropped_zones, stats.unaccounted()), (0, 0));
+            for thread in 0..THREADS {
+                let zones = device.memory.zones();
+                let names = depth0_names(&zones, device.lane(thread));
+                let expected: Vec<String> = (0..LISTS).map(|i| format!("command buffer {i}")).collect();
+                assert_eq!(names, expected, "each stream's command buffers in order");
+            }
+        }
+        assert!(format!("{collector:?}").contains("contexts: 3"));
+    }
+
+    /// A sink that says when it is dropped (with the last of its context).
+    struct DropFlag(Arc<AtomicBool>);
+    impl Sink for DropFlag {
+        fn zones(&mut self, _context: &ContextInfo, _batch: ZoneBatch<'_>) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl Drop for DropFlag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn the_collector_thread_never_keeps_a_context_alive_and_serves_the_rest() {
+        let collector = CollectorThread::spawn(Duration::from_millis(1)).unwrap();
+        let gone = Arc::new(AtomicBool::new(false));
+        let first_gpu = SimBackend::realtime();
+        let first = TracingContext::builder(first_gpu).sink(DropFlag(Arc::clone(&gone))).build().unwrap();
+        let second_gpu = SimBackend::realtime();
+        let zones = MemorySink::new();
+        let second = TracingContext::builder(second_gpu.clone()).sink(zones.clone()).build().unwrap();
+        collector.add(&first);
+        collector.add(&second);
+        std::thread::sleep(Duration::from_millis(5));
+
+        drop(first);
+        assert_eq!(collector.contexts(), 1, "a context whose last handle is gone is no longer served");
+        eventually("the dropped context to be destroyed while the collector thread runs", || {
+            gone.load(Ordering::SeqCst)
+        });
+
+        // The other context is still collected by the thread.
+        let stream = second_gpu.stream();
+        let mut list = second.list();
+        {
+            let _zone = list.zone(&stream, location!("after"));
+            second_gpu.launch(&stream, 10_000);
+        }
+        second.submit(list).unwrap();
+        eventually("the remaining context's zone", || !zones.zones().is_empty());
+        assert_eq!(zones.zones()[0].location.name(), "after");
+
+        drop(collector);
+        assert_eq!(second.stats().unaccounted(), 0);
+    }
 }
