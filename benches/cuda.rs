@@ -190,6 +190,32 @@ fn floor(cuda: &CudaBackend, threads: usize, lists: usize) -> Run {
 /// the GPU or the collector falls behind.
 const BACKPRESSURE_SLOTS: usize = 8 * 1024;
 
+/// Records one list of `ZONES_PER_LIST` zones (`zone_next`, or begin/end pairs), submits it
+/// and collects; flushes when more than `BACKPRESSURE_SLOTS` slots are in use. Returns
+/// whether it flushed.
+fn record_list(ctx: &TracingContext<CudaBackend>, stream: &Arc<CudaStream>, next: bool) -> bool {
+    let mut list = ctx.list();
+    if next {
+        list.zone_begin(stream, location!("zone")).expect("begin");
+        for _ in 1..ZONES_PER_LIST {
+            list.zone_next(stream, location!("zone")).expect("next");
+        }
+        list.zone_end(stream).expect("end");
+    } else {
+        for _ in 0..ZONES_PER_LIST {
+            list.zone_begin(stream, location!("zone")).expect("begin");
+            list.zone_end(stream).expect("end");
+        }
+    }
+    ctx.submit(list).expect("submit");
+    ctx.collect().expect("collect");
+    let flush = ctx.stats().in_use > BACKPRESSURE_SLOTS;
+    if flush {
+        ctx.flush().expect("flush");
+    }
+    flush
+}
+
 fn ours(ctx: &TracingContext<CudaBackend>, threads: usize, lists: usize, next: bool) -> Run {
     let before = ctx.stats();
     let (mut run, flushes) = on_threads(
@@ -199,25 +225,7 @@ fn ours(ctx: &TracingContext<CudaBackend>, threads: usize, lists: usize, next: b
         |stream, ()| {
             let mut flushes = 0;
             for _ in 0..lists {
-                let mut list = ctx.list();
-                if next {
-                    list.zone_begin(stream, location!("zone")).expect("begin");
-                    for _ in 1..ZONES_PER_LIST {
-                        list.zone_next(stream, location!("zone")).expect("next");
-                    }
-                    list.zone_end(stream).expect("end");
-                } else {
-                    for _ in 0..ZONES_PER_LIST {
-                        list.zone_begin(stream, location!("zone")).expect("begin");
-                        list.zone_end(stream).expect("end");
-                    }
-                }
-                ctx.submit(list).expect("submit");
-                ctx.collect().expect("collect");
-                if ctx.stats().in_use > BACKPRESSURE_SLOTS {
-                    ctx.flush().expect("flush");
-                    flushes += 1;
-                }
+                flushes += usize::from(record_list(ctx, stream, next));
             }
             (lists * ZONES_PER_LIST, 0, flushes)
         },
@@ -301,18 +309,7 @@ fn ours_on_devices(contexts: &[TracingContext<CudaBackend>], lists: usize) -> De
                     for i in 0..lists {
                         let d = (t + i) % devices;
                         let (ctx, stream) = (&contexts[d], &streams[d]);
-                        let mut list = ctx.list();
-                        list.zone_begin(stream, location!("zone")).expect("begin");
-                        for _ in 1..ZONES_PER_LIST {
-                            list.zone_next(stream, location!("zone")).expect("next");
-                        }
-                        list.zone_end(stream).expect("end");
-                        ctx.submit(list).expect("submit");
-                        ctx.collect().expect("collect");
-                        if ctx.stats().in_use > BACKPRESSURE_SLOTS {
-                            ctx.flush().expect("flush");
-                            flushes += 1;
-                        }
+                        flushes += usize::from(record_list(ctx, stream, true));
                     }
                     flushes
                 })

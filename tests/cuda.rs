@@ -5,6 +5,8 @@
 //! stderr and returns. Set `GPU_EVENT_POOL_REQUIRE_CUDA=1` to make that a failure instead (on
 //! the GPU machine, so that a broken driver cannot pass as a skip).
 
+mod cuda_common;
+use cuda_common::{assert_measures, assert_no_slot_leaked, duration};
 use gpu_event_pool::backend::cuda::{
     is_no_device, CudaBackend, GraphExec, GraphLaunch, SpinKernel, GRAPH_ALREADY_INSTANTIATED,
     GRAPH_NOT_LAUNCHED,
@@ -63,28 +65,6 @@ impl Gpu {
         self.spin.launch(&stream, head_start_ns).unwrap();
         stream
     }
-}
-
-fn duration(zone: &Zone) -> i64 {
-    zone.gpu_end_ns - zone.gpu_begin_ns
-}
-
-/// Asserts `zone` lasted `expected_ns` within 5% (and not less: the kernel spins at least
-/// that long; 1 µs covers the events' half-microsecond resolution).
-fn assert_measures(zone: &Zone, expected_ns: u64) {
-    let (measured, expected) = (duration(zone), expected_ns as i64);
-    assert!(
-        measured >= expected - 1_000 && measured <= expected + expected / 20,
-        "zone {:?} measured {measured} ns, expected {expected} ns within 5%",
-        zone.location.name()
-    );
-}
-
-fn assert_no_slot_leaked(ctx: &TracingContext<CudaBackend>) {
-    let stats = ctx.stats();
-    assert_eq!(stats.unaccounted(), 0, "{stats:?}");
-    assert_eq!((stats.owned, stats.submitted), (0, 0), "{stats:?}");
-    assert_eq!(ctx.free_slots_walked(), stats.capacity, "every slot is back on the freelist: {stats:?}");
 }
 
 fn config(initial: u32, max: u32, batch: u32) -> Config {

@@ -7,6 +7,8 @@
 //! failure, as in `tests/cuda.rs`: set to any value, a missing driver or device fails; set to
 //! `2` (or more), fewer than two devices fails too (`1` still skips then, saying so).
 
+mod cuda_common;
+use cuda_common::{assert_measures, assert_no_slot_leaked, duration};
 use cudarc::driver::result::ctx::get_current;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaStream};
@@ -96,28 +98,6 @@ fn two_gpus(test: &str) -> Option<[Gpu; 2]> {
     }
     let second = CudaBackend::new(1).unwrap_or_else(|e| panic!("CUDA device 1: {e}"));
     Some([Gpu::new(first), Gpu::new(second)])
-}
-
-fn duration(zone: &Zone) -> i64 {
-    zone.gpu_end_ns - zone.gpu_begin_ns
-}
-
-/// Asserts `zone` lasted `expected_ns` within 5% (and not less: the kernel spins at least
-/// that long; 1 µs covers the events' half-microsecond resolution).
-fn assert_measures(zone: &Zone, expected_ns: u64) {
-    let (measured, expected) = (duration(zone), expected_ns as i64);
-    assert!(
-        measured >= expected - 1_000 && measured <= expected + expected / 20,
-        "zone {:?} measured {measured} ns, expected {expected} ns within 5%",
-        zone.location.name()
-    );
-}
-
-fn assert_no_slot_leaked(ctx: &TracingContext<CudaBackend>) {
-    let stats = ctx.stats();
-    assert_eq!(stats.unaccounted(), 0, "{stats:?}");
-    assert_eq!((stats.owned, stats.submitted), (0, 0), "{stats:?}");
-    assert_eq!(ctx.free_slots_walked(), stats.capacity, "every slot is back on the freelist: {stats:?}");
 }
 
 /// The thread's current context (null: none).
