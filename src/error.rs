@@ -1,24 +1,10 @@
-//! Typed errors. No error path panics; every error that takes ownership of a list hands it back.
+//! The crate's top-level error, wrapping the errors of the layers that fail (each lives with
+//! what fails: [`BackendError`] with the backend trait, [`RecordError`](crate::RecordError) and
+//! [`SubmitError`](crate::SubmitError) with the list, [`CollectError`](crate::CollectError)
+//! with collection), and the configuration error. No error path panics; every error that
+//! takes ownership of a list hands it back.
 
-use crate::backend::Backend;
-use crate::list::EventList;
-
-/// A failure reported by the GPU backend, with the call that failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{call} failed: {code}")]
-pub struct BackendError {
-    /// The backend call that failed (`cuEventRecord`, `sim::record`, ...).
-    pub call: &'static str,
-    /// The backend's name for the failure (for CUDA, the `CUresult` name).
-    pub code: String,
-}
-
-impl BackendError {
-    /// Makes an error for `call` with the backend's failure name.
-    pub fn new(call: &'static str, code: impl Into<String>) -> Self {
-        Self { call, code: code.into() }
-    }
-}
+use crate::backend::BackendError;
 
 /// A configuration the pool cannot be built from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,73 +47,6 @@ pub enum ConfigError {
     ZeroBatch,
 }
 
-/// Why a recording call (`zone_begin`, `zone_end`, `zone_next` and their graph forms) did not
-/// record what was asked. Recording always leaves the list usable: a failed begin still opens
-/// a (dropped) zone, so the matching `zone_end` stays balanced.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RecordError {
-    /// `zone_end` or `zone_next` with no zone open in this list.
-    #[error("no zone is open in this list")]
-    NoOpenZone,
-    /// The pool is at its maximum and has no free slot: the zone was dropped (and counted).
-    #[error("event pool exhausted at its maximum capacity of {capacity}: zone dropped")]
-    PoolExhausted {
-        /// The pool's maximum capacity.
-        capacity: u32,
-    },
-    /// Zones nest deeper than the list supports.
-    #[error("zones nested deeper than {max_depth}: zone dropped")]
-    TooDeep {
-        /// The deepest nesting supported.
-        max_depth: usize,
-    },
-    /// The backend failed to create, record or add an event: the zone was dropped, its slot
-    /// went back to the list's reservation.
-    #[error("zone dropped: {0}")]
-    Backend(#[from] BackendError),
-}
-
-/// Why `submit` refused a list. The list is handed back unchanged.
-#[derive(thiserror::Error)]
-#[non_exhaustive]
-pub enum SubmitError<B: Backend> {
-    /// The list still has open zones: end them first.
-    #[error("list has {open} open zone(s): end them before submitting")]
-    OpenZones {
-        /// How many zones are open.
-        open: usize,
-        /// The list, unchanged (boxed: it keeps the error small).
-        list: Box<EventList<B>>,
-    },
-    /// The list belongs to another tracing context.
-    #[error("list belongs to another tracing context")]
-    WrongContext {
-        /// The list, unchanged (boxed: it keeps the error small).
-        list: Box<EventList<B>>,
-    },
-}
-
-impl<B: Backend> SubmitError<B> {
-    /// Takes the list back out of the error.
-    pub fn into_list(self) -> EventList<B> {
-        match self {
-            Self::OpenZones { list, .. } | Self::WrongContext { list } => *list,
-        }
-    }
-}
-
-impl<B: Backend> std::fmt::Debug for SubmitError<B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::OpenZones { open, list } => {
-                f.debug_struct("OpenZones").field("open", open).field("list", &list.id()).finish()
-            }
-            Self::WrongContext { list } => f.debug_struct("WrongContext").field("list", &list.id()).finish(),
-        }
-    }
-}
-
 /// Errors of context creation, collection and flushing.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -146,17 +65,4 @@ pub enum Error {
     /// still got the batch, and later lists are still collected.
     #[error("sink panicked: {0}")]
     SinkPanicked(String),
-}
-
-/// A `collect` or `flush` that met a failure. It still did all it could: `report` says
-/// what it collected, and `error` is the first failure (`report.errors` counts them all).
-/// A failing list's zones are dropped and counted, its slots released; other lists go on.
-#[derive(Debug, thiserror::Error)]
-#[error("{error} ({} list(s) collected, {} failure(s) in this call)", report.lists, report.errors)]
-pub struct CollectError {
-    /// The first failure.
-    #[source]
-    pub error: Error,
-    /// What the call collected all the same.
-    pub report: crate::collector::CollectReport,
 }

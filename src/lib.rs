@@ -51,35 +51,36 @@
     rust_2018_idioms
 )]
 
+// The layers, lowest first (docs/design.md, "The layers"): each file imports only files of
+// its own or a lower layer. Leaves: `sync`, `location`, `nvtx`, `error`; beside the layers,
+// `backend` and `sink` (the traits and their implementations, which import only leaves and
+// each other's traits); then `slots`, `shared`, `record`, `collect`, `context`.
 pub mod backend;
-mod collector;
-#[cfg(not(gpu_event_pool_loom))]
-mod collector_thread;
+mod collect;
 mod context;
 mod error;
-pub mod freelist;
-mod lanes;
-mod list;
 pub mod location;
-pub mod magazine;
 #[cfg(feature = "nvtx")]
 pub mod nvtx;
-mod pool;
+mod record;
+mod shared;
 pub mod sink;
-mod submit;
+mod slots;
 mod sync;
-mod tally;
+
+pub use slots::{freelist, magazine};
 
 /// The README's examples, compiled and run as doctests so that they stay true.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use backend::{sim, Backend, Lane};
-pub use collector::CollectReport;
+pub use backend::{sim, Backend, BackendError, Lane};
+pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]
-pub use collector_thread::CollectorThread;
-pub use context::{Builder, Collected, Config, Stats, TracingContext};
-pub use error::{BackendError, CollectError, ConfigError, Error, RecordError, SubmitError};
-pub use list::{EventList, ZoneGuard};
+pub use context::CollectorThread;
+pub use context::{Builder, Stats, TracingContext};
+pub use error::{ConfigError, Error};
 pub use location::{DynamicLocation, Location, SourceLocation, Verbosity};
+pub use record::{EventList, RecordError, SubmitError, ZoneGuard};
+pub use shared::config::Config;

@@ -11,7 +11,22 @@
 pub mod cuda;
 pub mod sim;
 
-use crate::error::BackendError;
+/// A failure reported by the GPU backend, with the call that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{call} failed: {code}")]
+pub struct BackendError {
+    /// The backend call that failed (`cuEventRecord`, `sim::record`, ...).
+    pub call: &'static str,
+    /// The backend's name for the failure (for CUDA, the `CUresult` name).
+    pub code: String,
+}
+
+impl BackendError {
+    /// Makes an error for `call` with the backend's failure name.
+    pub fn new(call: &'static str, code: impl Into<String>) -> Self {
+        Self { call, code: code.into() }
+    }
+}
 
 /// Which queue an event was recorded on: a stream, or a graph (whose launch stream is only
 /// known when it is launched).

@@ -26,7 +26,7 @@
 //! simulation stamps events to the nanosecond.
 
 use super::Backend;
-use crate::error::BackendError;
+use super::BackendError;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

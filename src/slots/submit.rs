@@ -14,7 +14,7 @@
 //! nodes, it takes the whole stack, so a producer's CAS can only fail because another
 //! producer pushed, and then it simply retries with the new head.
 
-use crate::freelist::NIL;
+use super::freelist::NIL;
 use crate::sync::{AtomicU32, Ordering};
 use crossbeam_utils::CachePadded;
 
@@ -72,14 +72,9 @@ impl SubmissionQueue {
     }
 
     /// Whether nothing is waiting now, read with a read-modify-write (SeqCst), which sees the
-    /// latest push: the emitter's hand-off check (context.rs) relies on it.
+    /// latest push: the emitter's hand-off check (`collect/mod.rs`) relies on it.
     pub(crate) fn is_empty_now(&self) -> bool {
         self.head.fetch_or(0, Ordering::SeqCst) == NIL
-    }
-
-    /// Whether nothing is waiting (a hint: another thread may push at any moment).
-    pub(crate) fn is_empty(&self) -> bool {
-        self.head.load(Ordering::Relaxed) == NIL
     }
 }
 
@@ -104,7 +99,7 @@ mod tests {
         let mut out = vec![9];
         q.take_all(&links, &mut out);
         assert_eq!(out, vec![9, 2, 0, 3]);
-        assert!(q.is_empty());
+        assert!(q.is_empty_now());
         q.push(&links, 1);
         out.clear();
         q.take_all(&links, &mut out);

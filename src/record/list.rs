@@ -14,13 +14,14 @@
 //! both (`zone_next`: K adjacent zones take K + 1 events, where the seed takes 2K). The
 //! collector replays the records with a stack to rebuild the zones.
 
-use crate::backend::{Backend, Lane};
-use crate::context::Inner;
-use crate::error::RecordError;
-use crate::freelist::{Chain, NIL};
-use crate::lanes::LaneSeq;
+use crate::backend::{Backend, BackendError, Lane};
 use crate::location::Location;
-use crate::pool::{AcquireError, EventRecord};
+use crate::shared::config::MAX_SLOTS;
+use crate::shared::lanes::LaneSeq;
+use crate::shared::record::EventRecord;
+use crate::shared::Inner;
+use crate::slots::freelist::{Chain, NIL};
+use crate::slots::pool::AcquireError;
 use crate::sync::consts::MAX_DEPTH;
 use crate::sync::{Arc, Ordering};
 
@@ -29,15 +30,15 @@ const DROPPED: u32 = NIL;
 /// A stack entry for a zone skipped by verbosity: it records nothing, and is not an error.
 const SKIPPED: u32 = NIL - 1;
 
-/// The largest slot index a pool may hand out (the two above are stack markers).
-pub(crate) const MAX_SLOTS: u32 = NIL - 2;
+// No slot index can be mistaken for a marker.
+const _: () = assert!(MAX_SLOTS < SKIPPED && SKIPPED < DROPPED);
 
 /// A run of slots owned by the list, linked first to last (empty when `len == 0`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Run {
-    pub(crate) first: u32,
-    pub(crate) last: u32,
-    pub(crate) len: u32,
+struct Run {
+    first: u32,
+    last: u32,
+    len: u32,
 }
 
 impl Run {
@@ -376,7 +377,7 @@ impl<B: Backend> EventList<B> {
         if let Some(spare) = spare.chain() {
             self.ctx.pool.release_owned(spare);
         }
-        self.ctx.enqueue(used, self.id, self.home.take());
+        self.ctx.enqueue(used.chain(), self.id, self.home.take());
     }
 
     pub(crate) fn context(&self) -> &Arc<Inner<B>> {
@@ -465,6 +466,73 @@ impl<B: Backend> Drop for EventList<B> {
         // not wait for it.
         if let Some(home) = self.home {
             self.ctx.void_place(home);
+        }
+    }
+}
+
+/// Why a recording call (`zone_begin`, `zone_end`, `zone_next` and their graph forms) did not
+/// record what was asked. Recording always leaves the list usable: a failed begin still opens
+/// a (dropped) zone, so the matching `zone_end` stays balanced.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// `zone_end` or `zone_next` with no zone open in this list.
+    #[error("no zone is open in this list")]
+    NoOpenZone,
+    /// The pool is at its maximum and has no free slot: the zone was dropped (and counted).
+    #[error("event pool exhausted at its maximum capacity of {capacity}: zone dropped")]
+    PoolExhausted {
+        /// The pool's maximum capacity.
+        capacity: u32,
+    },
+    /// Zones nest deeper than the list supports.
+    #[error("zones nested deeper than {max_depth}: zone dropped")]
+    TooDeep {
+        /// The deepest nesting supported.
+        max_depth: usize,
+    },
+    /// The backend failed to create, record or add an event: the zone was dropped, its slot
+    /// went back to the list's reservation.
+    #[error("zone dropped: {0}")]
+    Backend(#[from] BackendError),
+}
+
+/// Why `submit` refused a list. The list is handed back unchanged.
+#[derive(thiserror::Error)]
+#[non_exhaustive]
+pub enum SubmitError<B: Backend> {
+    /// The list still has open zones: end them first.
+    #[error("list has {open} open zone(s): end them before submitting")]
+    OpenZones {
+        /// How many zones are open.
+        open: usize,
+        /// The list, unchanged (boxed: it keeps the error small).
+        list: Box<EventList<B>>,
+    },
+    /// The list belongs to another tracing context.
+    #[error("list belongs to another tracing context")]
+    WrongContext {
+        /// The list, unchanged (boxed: it keeps the error small).
+        list: Box<EventList<B>>,
+    },
+}
+
+impl<B: Backend> SubmitError<B> {
+    /// Takes the list back out of the error.
+    pub fn into_list(self) -> EventList<B> {
+        match self {
+            Self::OpenZones { list, .. } | Self::WrongContext { list } => *list,
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for SubmitError<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::OpenZones { open, list } => {
+                f.debug_struct("OpenZones").field("open", open).field("list", &list.id()).finish()
+            }
+            Self::WrongContext { list } => f.debug_struct("WrongContext").field("list", &list.id()).finish(),
         }
     }
 }

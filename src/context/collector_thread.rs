@@ -10,10 +10,9 @@
 //! alive. When the last handle of a context is dropped, the context flushes itself as
 //! always, and the thread forgets it.
 
+use super::handle::{Handles, TracingContext};
 use crate::backend::Backend;
-use crate::context::Inner;
 use crate::error::Error;
-use crate::TracingContext;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -27,7 +26,7 @@ trait Served: Send + Sync {
     fn open(&self) -> bool;
 }
 
-struct WeakContext<B: Backend>(Weak<Inner<B>>);
+struct WeakContext<B: Backend>(Weak<Handles<B>>);
 
 impl<B: Backend> Served for WeakContext<B> {
     fn collect(&self) {

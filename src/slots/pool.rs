@@ -19,84 +19,27 @@
 //! ([`Magazines`]): lists acquire from and release to their thread's magazine; the collector
 //! and new pages go to the freelist (the depot).
 
-use crate::backend::Lane;
-use crate::error::BackendError;
-use crate::freelist::{Chain, Links, NIL};
-use crate::lanes::LaneSeq;
-use crate::location::Location;
-use crate::magazine::Magazines;
-use crate::sink::Zone;
-use crate::submit::SubmissionLinks;
+use super::freelist::{Chain, Links, NIL};
+use super::magazine::Magazines;
+use super::submit::SubmissionLinks;
+use super::tally::Tally;
+use crate::backend::BackendError;
 use crate::sync::consts::{MAGAZINE_SLOTS, MAX_PAGES};
 use crate::sync::{spin_wait, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
-use crate::tally::Tally;
 use crossbeam_utils::CachePadded;
-
-/// What happened at one recorded event, written by the owning list, read by the collector.
-#[derive(Debug)]
-pub(crate) struct EventRecord {
-    /// Where the event was recorded.
-    pub(crate) lane: Lane,
-    /// This event ends the innermost open zone of its list.
-    pub(crate) ends: bool,
-    /// This event begins a zone at this location.
-    pub(crate) begins: Option<Location>,
-    /// The zone begun here was never ended (its end could not be recorded): skip it.
-    pub(crate) begin_dropped: bool,
-    /// On a submitted list's first slot only: the list's last slot, length, id, its place in
-    /// its home lane's order, and what the collector found.
-    pub(crate) list_last: u32,
-    pub(crate) list_len: u32,
-    pub(crate) list_id: u64,
-    pub(crate) list_seq: LaneSeq,
-    pub(crate) list_kind: ListKind,
-    /// A collector found this list incomplete before.
-    pub(crate) list_probed: bool,
-    /// A read list's zones, built by the reader that read it.
-    pub(crate) zones: Vec<Zone>,
-}
-
-/// What a list on the collector's queues is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ListKind {
-    /// Submitted; its times are not read yet.
-    Submitted,
-    /// Its times are read and its zones built (`zones` on the head, times since its first
-    /// event; the other records are cleared).
-    Read,
-    /// Its times could not be read: its zones are dropped.
-    Failed,
-}
-
-impl Default for EventRecord {
-    fn default() -> Self {
-        Self {
-            lane: Lane::Stream(0),
-            ends: false,
-            begins: None,
-            begin_dropped: false,
-            list_last: NIL,
-            list_len: 0,
-            list_id: 0,
-            list_seq: LaneSeq { entry: 0, seq: 0 },
-            list_kind: ListKind::Submitted,
-            list_probed: false,
-            zones: Vec::new(),
-        }
-    }
-}
 
 /// One pool slot.
 #[derive(Debug)]
-pub(crate) struct Slot<E> {
+pub(crate) struct Slot<E, R> {
     /// Freelist link while Free; next event of the same list while Owned or Submitted.
     pub(crate) link: AtomicU32,
     /// On a submitted list's first slot: the first slot of the list submitted before it.
     pub(crate) next_submitted: AtomicU32,
     /// The backend event: created with the page, never changed, destroyed with the pool.
     pub(crate) event: E,
-    /// Written only by the slot's owner: the list (Owned) or the collector (Submitted).
-    pub(crate) record: UnsafeCell<EventRecord>,
+    /// Written only by the slot's owner: the list (Owned) or the collector (Submitted). The
+    /// pool never reads it: what a record holds is the layer above's business (`R`).
+    pub(crate) record: UnsafeCell<R>,
 }
 
 /// Holds the pool's `growing` flag; clears it when dropped, also during a panic.
@@ -153,11 +96,11 @@ pub(crate) struct PoolCounts {
 }
 
 /// The pool of slots.
-pub(crate) struct Pool<E> {
+pub(crate) struct Pool<E, R> {
     /// The free slots: the threads' magazines and the freelist behind them.
     free: Magazines,
     /// Page k's first slot, or null until page k is created.
-    pages: [AtomicPtr<Slot<E>>; MAX_PAGES],
+    pages: [AtomicPtr<Slot<E, R>>; MAX_PAGES],
     /// Pages created so far (only the growing thread writes it).
     page_count: AtomicUsize,
     /// Set while one thread creates a page.
@@ -173,17 +116,17 @@ pub(crate) struct Pool<E> {
 // Safety: slots are shared between threads; every field is an atomic, the event (Send +
 // Sync by the `Backend` bound on `E` here), or the record cell, whose accesses are confined
 // to the slot's single owner by the state machine documented in docs/design.md.
-unsafe impl<E: Send + Sync> Sync for Pool<E> {}
+unsafe impl<E: Send + Sync, R: Send> Sync for Pool<E, R> {}
 // Safety: as above; the pool owns its pages.
-unsafe impl<E: Send + Sync> Send for Pool<E> {}
+unsafe impl<E: Send + Sync, R: Send> Send for Pool<E, R> {}
 
-impl<E> std::fmt::Debug for Pool<E> {
+impl<E, R> std::fmt::Debug for Pool<E, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool").field("counts", &self.counts()).finish()
     }
 }
 
-impl<E> Links for Pool<E> {
+impl<E, R> Links for Pool<E, R> {
     #[inline]
     fn link(&self, index: u32) -> &AtomicU32 {
         match self.try_slot(index) {
@@ -193,13 +136,13 @@ impl<E> Links for Pool<E> {
     }
 }
 
-impl<E> SubmissionLinks for Pool<E> {
+impl<E, R> SubmissionLinks for Pool<E, R> {
     fn next_submitted(&self, index: u32) -> &AtomicU32 {
         &self.slot(index).next_submitted
     }
 }
 
-impl<E> Pool<E> {
+impl<E, R> Pool<E, R> {
     /// Number of pages needed to reach `max` slots from a first page of `1 << shift`.
     pub(crate) fn pages_needed(shift: u32, max: u32) -> Option<usize> {
         (0..MAX_PAGES).find(|&k| Self::page_start_for(shift, k + 1) >= u64::from(max)).map(|k| k + 1)
@@ -220,7 +163,10 @@ impl<E> Pool<E> {
         initial: u32,
         max: u32,
         create: impl FnMut() -> Result<E, BackendError>,
-    ) -> Result<Self, BackendError> {
+    ) -> Result<Self, BackendError>
+    where
+        R: Default,
+    {
         let shift = initial.next_power_of_two().trailing_zeros();
         debug_assert!(Self::pages_needed(shift, max).is_some());
         let pool = Self {
@@ -261,7 +207,7 @@ impl<E> Pool<E> {
 
     /// The slot at `index`, or `None` if its page is not visible to this thread.
     #[inline]
-    fn try_slot(&self, index: u32) -> Option<&Slot<E>> {
+    fn try_slot(&self, index: u32) -> Option<&Slot<E, R>> {
         if index >= self.max {
             return None;
         }
@@ -281,7 +227,7 @@ impl<E> Pool<E> {
 
     /// The slot at `index`. The caller owns it (or is the collector), so its page is visible.
     #[inline]
-    pub(crate) fn slot(&self, index: u32) -> &Slot<E> {
+    pub(crate) fn slot(&self, index: u32) -> &Slot<E, R> {
         match self.try_slot(index) {
             Some(slot) => slot,
             None => unreachable!("slot {index} is owned, so its page was published before it"),
@@ -297,7 +243,10 @@ impl<E> Pool<E> {
         &self,
         n: u32,
         create: impl FnMut() -> Result<E, BackendError>,
-    ) -> Result<Chain, AcquireError> {
+    ) -> Result<Chain, AcquireError>
+    where
+        R: Default,
+    {
         let mut create = create;
         loop {
             if let Some(chain) = self.free.acquire(self, n) {
@@ -322,7 +271,10 @@ impl<E> Pool<E> {
         &self,
         n: u32,
         create: &mut impl FnMut() -> Result<E, BackendError>,
-    ) -> Result<Chain, AcquireError> {
+    ) -> Result<Chain, AcquireError>
+    where
+        R: Default,
+    {
         if let Some(chain) = self.free.acquire(self, n) {
             return Ok(chain);
         }
@@ -351,7 +303,10 @@ impl<E> Pool<E> {
 
     /// Creates the next page's events and publishes the page; returns its slots as a chain
     /// linked in index order. On a backend failure the pool is left as it was.
-    fn add_page(&self, mut create: impl FnMut() -> Result<E, BackendError>) -> Result<Chain, BackendError> {
+    fn add_page(&self, mut create: impl FnMut() -> Result<E, BackendError>) -> Result<Chain, BackendError>
+    where
+        R: Default,
+    {
         let k = self.page_count.load(Ordering::Relaxed);
         debug_assert!(k < MAX_PAGES);
         let len = self.page_len(k);
@@ -359,7 +314,7 @@ impl<E> Pool<E> {
         let mut slots = Vec::new();
         // A page too large for memory is an error, not an abort (`with_capacity` aborts).
         slots.try_reserve_exact(len).map_err(|e| {
-            let bytes = len.saturating_mul(std::mem::size_of::<Slot<E>>());
+            let bytes = len.saturating_mul(std::mem::size_of::<Slot<E, R>>());
             BackendError::new("allocate event page", format!("{len} slots ({bytes} bytes): {e}"))
         })?;
         for i in 0..len as u32 {
@@ -368,10 +323,10 @@ impl<E> Pool<E> {
                 link: AtomicU32::new(next),
                 next_submitted: AtomicU32::new(NIL),
                 event: create()?,
-                record: UnsafeCell::new(EventRecord::default()),
+                record: UnsafeCell::new(R::default()),
             });
         }
-        let page = Box::into_raw(slots.into_boxed_slice()) as *mut Slot<E>;
+        let page = Box::into_raw(slots.into_boxed_slice()) as *mut Slot<E, R>;
         // Release: the page's slots are initialized before anyone can load the pointer.
         self.pages[k].store(page, Ordering::Release);
         self.page_count.store(k + 1, Ordering::Release);
@@ -442,7 +397,7 @@ impl<E> Pool<E> {
     }
 }
 
-impl<E> Drop for Pool<E> {
+impl<E, R> Drop for Pool<E, R> {
     fn drop(&mut self) {
         for k in 0..self.page_count.load(Ordering::Relaxed) {
             let page = self.pages[k].load(Ordering::Relaxed);
@@ -473,14 +428,14 @@ mod tests {
         // (and than any machine's memory), so the allocation fails before any event is made.
         type Big = [u8; 1 << 17];
         let never = || -> Result<Big, BackendError> { Err(BackendError::new("create", "not reached")) };
-        let error = Pool::<Big>::new(1 << 31, 1 << 31, never).map(|_| ()).unwrap_err();
+        let error = Pool::<Big, ()>::new(1 << 31, 1 << 31, never).map(|_| ()).unwrap_err();
         assert_eq!(error.call, "allocate event page");
         assert!(error.code.starts_with("2147483648 slots"), "{}", error.code);
     }
 
     #[test]
     fn pages_double_from_the_initial_size_up_to_the_maximum() {
-        let pool = Pool::new(3, 20, counter()).unwrap();
+        let pool = Pool::<u32, ()>::new(3, 20, counter()).unwrap();
         assert_eq!(pool.counts().capacity, 4, "initial size rounds up to a power of two");
         let mut held = Vec::new();
         while let Ok(chain) = pool.acquire(1, counter()) {
@@ -495,7 +450,7 @@ mod tests {
 
     #[test]
     fn a_failed_growth_leaves_the_pool_as_it_was() {
-        let pool = Pool::new(2, 8, counter()).unwrap();
+        let pool = Pool::<u32, ()>::new(2, 8, counter()).unwrap();
         let a = pool.acquire(2, counter()).unwrap();
         let mut made = 0;
         let failing = || {
@@ -515,7 +470,7 @@ mod tests {
 
     #[test]
     fn a_panic_while_growing_leaves_the_pool_able_to_grow() {
-        let pool = Pool::new(2, 8, counter()).unwrap();
+        let pool = Pool::<u32, ()>::new(2, 8, counter()).unwrap();
         let held = pool.acquire(2, counter()).unwrap();
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _ = pool.acquire(1, || -> Result<u32, BackendError> { panic!("backend bug") });
@@ -529,7 +484,7 @@ mod tests {
 
     #[test]
     fn slots_map_to_their_pages() {
-        let pool = Pool::new(4, 100, counter()).unwrap();
+        let pool = Pool::<u32, ()>::new(4, 100, counter()).unwrap();
         while pool.acquire(7, counter()).is_ok() {}
         for i in 0..100 {
             let event = pool.slot(i).event;

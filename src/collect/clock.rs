@@ -1,0 +1,178 @@
+//! The context's timeline: the anchors, and the one mapping of GPU time to host time.
+//!
+//! GPU times are nanoseconds since the context's base event. CUDA only measures the time
+//! between two completed events, as `f32` milliseconds. An `f32` under 16 ms converts back to
+//! whole nanoseconds exactly (its step there is at most 0.95 ns); above, up to half a step is
+//! lost (0.95 ns from 16 to 32 ms, 0.125 ms at one hour). So every measured distance is kept
+//! short:
+//!
+//! - within a list, event `i` is measured from event `i - 1` and the steps are summed in
+//!   `i64` nanoseconds (`read.rs`): durations are exact whenever consecutive events of a list
+//!   are less than 16 ms apart, however long the list and whenever it is collected;
+//! - a list's first event is placed against the nearest *anchor* ([`Clock::place`]): an event
+//!   the collector records on its own idle stream every `anchor_interval`, whose time is the
+//!   previous anchor's plus the step between them. The last [`ANCHORS`] anchors are kept, so
+//!   a list collected late still finds one near it.
+//!
+//! Host times come from [`Clock::to_host`], the only place GPU time becomes host time.
+
+use crate::backend::{Backend, BackendError};
+use crate::sink::Calibration;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Anchors kept for placing lists collected late: at one per `anchor_interval` (5 ms by
+/// default), the last 320 ms or more.
+pub(crate) const ANCHORS: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 64 };
+
+/// Distances under this many nanoseconds (16 ms) survive `f32` milliseconds exactly: below
+/// 16 ms an `f32` step is at most 2^-20 ms (0.95 ns), so rounding back to whole nanoseconds
+/// recovers the integer.
+const EXACT_NS: i64 = 16_000_000;
+
+/// How far a distance of `ns` read as `f32` milliseconds may be off once rounded to whole
+/// nanoseconds: 0 under 16 ms; above, half an `f32` step (at most 2^-24 of the distance),
+/// rounded up, plus the final rounding.
+pub(crate) fn rounding_bound(ns: i64) -> i64 {
+    let ns = ns.unsigned_abs();
+    if ns < EXACT_NS as u64 {
+        0
+    } else {
+        (ns >> 24) as i64 + 1
+    }
+}
+
+/// `f32` milliseconds to whole nanoseconds, rounded to nearest.
+pub(crate) fn ms_to_ns(ms: f32) -> i64 {
+    (f64::from(ms) * 1e6).round() as i64
+}
+
+/// An event with a known time: GPU nanoseconds since the base event, and the host time.
+#[derive(Debug)]
+struct Anchor<E> {
+    event: E,
+    at: Calibration,
+    /// How far `at.gpu_ns` may be off, summed over the steps from the base (0 while every
+    /// step was under 16 ms).
+    drift: i64,
+}
+
+/// A time on the context's timeline, the drift bound of the anchor it was read from, and the
+/// rounding bound of that read.
+pub(crate) type Placed = (i64, i64, i64);
+
+/// The anchors: events recorded on the collector's own stream, each with a known GPU time and
+/// the host time it was recorded at. Only the emitting collector touches it.
+pub(crate) struct Clock<B: Backend> {
+    stream: B::Stream,
+    /// Completed anchors, oldest first; times strictly increase.
+    anchors: VecDeque<Anchor<B::Event>>,
+    /// An anchor recorded but not yet complete, with the host time it was recorded at.
+    pending: Option<(B::Event, i64)>,
+    /// Anchor events not in use.
+    spare: Vec<B::Event>,
+}
+
+impl<B: Backend> Clock<B> {
+    /// Makes the clock: its stream and the base event (recorded and waited for, like the
+    /// seed's calibration), GPU time 0. Returns the base calibration pair too.
+    pub(crate) fn new(backend: &B) -> Result<(Self, Calibration), BackendError> {
+        let stream = backend.create_stream()?;
+        let base = backend.create_event()?;
+        let spare = backend.create_event()?;
+        backend.record(&base, &stream)?;
+        backend.wait(&base)?;
+        let at = Calibration { gpu_ns: 0, host_ns: backend.host_now_ns() };
+        let anchors = VecDeque::from([Anchor { event: base, at, drift: 0 }]);
+        Ok((Self { stream, anchors, pending: None, spare: vec![spare] }, at))
+    }
+
+    /// Promotes a completed pending anchor, and records a new one when the newest is older
+    /// than `interval` (or when `wait`: flush ends on a fresh anchor). Returns the new
+    /// anchor's calibration pair when one was promoted, for the sinks.
+    pub(crate) fn refresh(
+        &mut self,
+        backend: &B,
+        interval: Duration,
+        wait: bool,
+    ) -> Result<Option<Calibration>, BackendError> {
+        let (newest, drift) =
+            self.anchors.back().map(|a| (a.at, a.drift)).expect("there is always an anchor");
+        if self.pending.is_none() {
+            let age = backend.host_now_ns() - newest.host_ns;
+            let stale = u128::try_from(age).unwrap_or(0) >= interval.as_nanos();
+            if stale || wait {
+                let event = match self.spare.pop() {
+                    Some(event) => event,
+                    None if self.anchors.len() >= ANCHORS => self.anchors.pop_front().expect("full").event,
+                    None => backend.create_event()?,
+                };
+                let host_ns = backend.host_now_ns();
+                match backend.record(&event, &self.stream) {
+                    Ok(()) => self.pending = Some((event, host_ns)),
+                    Err(e) => {
+                        self.spare.push(event);
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let Some((event, _)) = &self.pending else { return Ok(None) };
+        let newest_event = &self.anchors.back().expect("there is always an anchor").event;
+        if wait {
+            backend.wait(event)?;
+        }
+        let Some(ms) = backend.elapsed_ms(newest_event, event)? else { return Ok(None) };
+        let (event, host_ns) = self.pending.take().expect("checked above");
+        let step = ms_to_ns(ms);
+        let at = Calibration { gpu_ns: newest.gpu_ns + step, host_ns };
+        self.anchors.push_back(Anchor { event, at, drift: drift + rounding_bound(step) });
+        if self.anchors.len() > ANCHORS {
+            let oldest = self.anchors.pop_front().expect("more than one");
+            self.spare.push(oldest.event);
+        }
+        Ok(Some(at))
+    }
+
+    /// The time of `event` (complete) on the context's timeline, from the nearest anchor: one
+    /// read when the newest anchor is within the exact range, two when another is nearer.
+    /// Also returns the anchor's drift bound and how far this read may be off by rounding (0
+    /// within the exact range).
+    pub(crate) fn place(&self, backend: &B, event: &B::Event) -> Result<Placed, BackendError> {
+        let read = |anchor: &Anchor<B::Event>| -> Result<Placed, BackendError> {
+            match backend.elapsed_ms(&anchor.event, event)? {
+                Some(ms) => {
+                    let distance = ms_to_ns(ms);
+                    Ok((anchor.at.gpu_ns + distance, anchor.drift, rounding_bound(distance)))
+                }
+                None => Err(BackendError::new("elapsed_ms", "a read event became not ready")),
+            }
+        };
+        let newest = self.anchors.back().expect("there is always an anchor");
+        let placed = read(newest)?;
+        let (estimate, _, bound) = placed;
+        if bound == 0 {
+            return Ok(placed);
+        }
+        let nearest = self
+            .anchors
+            .iter()
+            .min_by_key(|a| (a.at.gpu_ns - estimate).unsigned_abs())
+            .expect("there is always an anchor");
+        if std::ptr::eq(nearest, newest) {
+            return Ok(placed);
+        }
+        read(nearest)
+    }
+
+    /// Host time of a GPU time, through the newest anchor.
+    pub(crate) fn to_host(&self, gpu_ns: i64) -> i64 {
+        let anchor = self.anchors.back().expect("there is always an anchor").at;
+        anchor.host_ns + (gpu_ns - anchor.gpu_ns)
+    }
+
+    /// GPU time of the oldest anchor kept: nothing emitted is placed from before it.
+    pub(crate) fn oldest_gpu_ns(&self) -> i64 {
+        self.anchors.front().map_or(i64::MIN, |a| a.at.gpu_ns)
+    }
+}

@@ -1,0 +1,340 @@
+//! Phase 2 of collection, the emit: run by one caller at a time (the others return at once,
+//! their reading done). Take the read lists, and per lane emit every list whose place is
+//! next, in place order, with one more `elapsed` per list to place its first event on the
+//! context's timeline (`clock.rs`); hand the zones to the sinks (a sink's failure or panic is
+//! caught and reported, the other sinks still called); release every emitted list's slots
+//! with one CAS.
+
+use super::clock::Clock;
+use super::report::CollectReport;
+use crate::backend::{Backend, Lane};
+use crate::error::Error;
+use crate::shared::lanes::ENTRIES;
+use crate::shared::record::{EventRecord, ListKind};
+use crate::shared::Inner;
+use crate::sink::{ContextInfo, Sink, Zone, ZoneBatch};
+use crate::slots::freelist::{Chain, NIL};
+use crate::sync::{lock, Ordering};
+use std::collections::{BTreeMap, HashMap};
+
+/// In `Emitter::waiting`, a place given up by a list dropped unsubmitted (no slot).
+const VOID: u32 = NIL;
+
+/// State only the emitting collector touches (behind the collector's emitter lock).
+pub(crate) struct Emitter<B: Backend> {
+    /// The anchors and the GPU-to-host mapping.
+    clock: Clock<B>,
+    /// Per lane-table entry: the place of the next list to emit.
+    next_place: Vec<u64>,
+    /// Read lists waiting for an earlier list of their lane: entry -> place -> first slot.
+    waiting: HashMap<u32, BTreeMap<u64, u32>>,
+    waiting_lists: usize,
+    /// Per lane, the latest end emitted on it (the order guard, see `keep_lane_order`).
+    lane_end: HashMap<Lane, LaneEnd>,
+    taken: Vec<u32>,
+    sinks: Vec<Box<dyn Sink>>,
+    info: ContextInfo,
+}
+
+/// The latest end emitted on a lane, and the bounds of the read that placed it.
+#[derive(Debug, Clone, Copy)]
+struct LaneEnd {
+    end: i64,
+    drift: i64,
+    bound: i64,
+}
+
+impl<B: Backend> Emitter<B> {
+    /// Makes the emitter: its clock (the base event, recorded and waited for, like the seed's
+    /// calibration), and opens the sinks.
+    pub(crate) fn new(
+        backend: &B,
+        id: u32,
+        name: &str,
+        sinks: Vec<Box<dyn Sink>>,
+    ) -> Result<(Self, ContextInfo), Error> {
+        let (clock, at) = Clock::new(backend)?;
+        let info = ContextInfo { id, name: name.to_owned(), backend: backend.name(), base: at };
+        let mut emitter = Self {
+            clock,
+            next_place: vec![0; ENTRIES],
+            waiting: HashMap::new(),
+            waiting_lists: 0,
+            lane_end: HashMap::new(),
+            taken: Vec::new(),
+            sinks,
+            info: info.clone(),
+        };
+        if let Some(e) = emitter.each_sink(|sink, info| sink.open(info)) {
+            return Err(e);
+        }
+        Ok((emitter, info))
+    }
+
+    /// Calls `f` on every sink; a sink that fails or panics is reported (the first failure
+    /// is returned) and the others are still called. A panic is caught so that no slot and no
+    /// later list is lost with it.
+    fn each_sink(
+        &mut self,
+        mut f: impl FnMut(&mut dyn Sink, &ContextInfo) -> std::io::Result<()>,
+    ) -> Option<Error> {
+        let mut error = None;
+        for sink in &mut self.sinks {
+            let call =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(sink.as_mut(), &self.info)));
+            let failure = match call {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => Error::Sink(e),
+                Err(panic) => Error::SinkPanicked(panic_message(panic.as_ref())),
+            };
+            error.get_or_insert(failure);
+        }
+        error
+    }
+
+    /// Phase 2: emits, lane by lane in place order, every read list whose turn has come,
+    /// and releases their slots with one CAS. With `force`, emits every read list even if an
+    /// earlier list of its lane never came (only when no list can come any more).
+    pub(crate) fn emit_phase(
+        &mut self,
+        ctx: &Inner<B>,
+        wait: bool,
+        force: bool,
+        report: &mut CollectReport,
+    ) -> Option<Error> {
+        let started = std::time::Instant::now();
+        let mut error = None;
+        let mut fail = |report: &mut CollectReport, e: Error| {
+            report.errors += 1;
+            error.get_or_insert(e);
+        };
+        let names = std::mem::take(&mut *lock(&ctx.lane_names));
+        for (lane, name) in names {
+            if let Some(e) = self.each_sink(|sink, info| sink.name_lane(info, lane, &name)) {
+                fail(report, e);
+            }
+        }
+        match self.clock.refresh(&ctx.backend, ctx.config.anchor_interval, wait) {
+            Ok(Some(at)) => {
+                if let Some(e) = self.each_sink(|sink, info| sink.calibrate(info, at)) {
+                    fail(report, e);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => fail(report, e.into()),
+        }
+        ctx.read.take_all(&ctx.pool, &mut self.taken);
+        let mut touched = Vec::new();
+        for first in self.taken.drain(..) {
+            // Safety: taken from the read queue by the emitter, the list's only owner now.
+            let seq = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_seq });
+            self.waiting.entry(seq.entry).or_default().insert(seq.seq, first);
+            self.waiting_lists += 1;
+            touched.push(seq.entry);
+        }
+        // Places given up by lists dropped unsubmitted: skipped when their turn comes.
+        for void in std::mem::take(&mut *lock(&ctx.void_places)) {
+            self.waiting.entry(void.entry).or_default().insert(void.seq, VOID);
+            touched.push(void.entry);
+        }
+        if force {
+            touched.extend(self.waiting.keys().copied());
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        // Lanes are merged by list id (the order lists were made): each lane's next list in
+        // place order competes, so every lane keeps its own order.
+        let mut heads = std::collections::BinaryHeap::new();
+        for entry in touched {
+            if let Some(head) = self.next_of(ctx, entry, force) {
+                heads.push(head);
+            }
+        }
+        let mut release: Option<Chain> = None;
+        while let Some(std::cmp::Reverse((_, entry, place, first))) = heads.pop() {
+            let lists = self.waiting.get_mut(&entry).expect("a head is waiting");
+            lists.remove(&place);
+            if lists.is_empty() {
+                self.waiting.remove(&entry);
+            }
+            self.next_place[entry as usize] = place + 1;
+            if first != VOID {
+                self.waiting_lists -= 1;
+                let (chain, failure) = self.emit_list(ctx, first, report);
+                if let Some(e) = failure {
+                    fail(report, e);
+                }
+                append(ctx, &mut release, chain);
+            }
+            if let Some(head) = self.next_of(ctx, entry, force) {
+                heads.push(head);
+            }
+        }
+        // Submitted -> Free: every collected list in one CAS.
+        if let Some(chain) = release {
+            ctx.pool.release_submitted(chain);
+        }
+        let oldest = self.clock.oldest_gpu_ns();
+        self.lane_end.retain(|_, lane| lane.end >= oldest);
+        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        ctx.counters.emitter_ns.fetch_add(spent, Ordering::Relaxed);
+        error
+    }
+
+    /// The list of `entry` whose turn it is, as (list id, entry, place, first slot); with
+    /// `force`, the earliest waiting one even if its turn has not come.
+    fn next_of(
+        &self,
+        ctx: &Inner<B>,
+        entry: u32,
+        force: bool,
+    ) -> Option<std::cmp::Reverse<(u64, u32, u64, u32)>> {
+        let lists = self.waiting.get(&entry)?;
+        let next = self.next_place[entry as usize];
+        let (&place, &first) = match lists.get(&next) {
+            Some(first) => (&next, first),
+            None if force => lists.first_key_value()?,
+            None => return None,
+        };
+        // Safety: the emitter owns every list in `waiting`. A void place goes first: it
+        // only unblocks its lane.
+        let id =
+            if first == VOID { 0 } else { ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_id }) };
+        Some(std::cmp::Reverse((id, entry, place, first)))
+    }
+
+    /// Read lists held back for an earlier list of their lane.
+    pub(crate) fn waiting_lists(&self) -> usize {
+        self.waiting_lists
+    }
+
+    /// Emits the list at `first` (a read list: its zones; a failed one: counted as dropped; a
+    /// void one: nothing), clears its records, and returns its chain for release.
+    fn emit_list(
+        &mut self,
+        ctx: &Inner<B>,
+        first: u32,
+        report: &mut CollectReport,
+    ) -> (Chain, Option<Error>) {
+        let head = ctx.pool.slot(first);
+        // Safety: the emitter owns every list it took from the read queue.
+        let mut record = head.record.with_mut(|r| unsafe { std::mem::take(&mut *r) });
+        let chain = Chain { first, last: record.list_last, len: record.list_len };
+        let mut failure = None;
+        let placed = match record.list_kind {
+            ListKind::Read => match self.clock.place(&ctx.backend, &head.event) {
+                Ok(placed) => Some(placed),
+                Err(e) => {
+                    failure = Some(e.into());
+                    None
+                }
+            },
+            ListKind::Failed | ListKind::Submitted => None,
+        };
+        report.lists += 1;
+        ctx.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
+        let Some((base, drift, bound)) = placed else {
+            report.failed_lists += 1;
+            ctx.counters.lists_failed.fetch_add(1, Ordering::Relaxed);
+            let dropped = match record.list_kind {
+                ListKind::Read => record.zones.len(),
+                _ => discard_records(ctx, &mut record, chain),
+            };
+            ctx.count_dropped(dropped);
+            return (chain, failure);
+        };
+        let mut zones = std::mem::take(&mut record.zones);
+        for zone in &mut zones {
+            zone.gpu_begin_ns += base;
+            zone.gpu_end_ns += base;
+        }
+        self.keep_lane_order(ctx, &mut zones, record.lane, drift, bound);
+        for zone in &mut zones {
+            zone.host_begin_ns = self.clock.to_host(zone.gpu_begin_ns);
+            zone.host_end_ns = self.clock.to_host(zone.gpu_end_ns);
+        }
+        let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
+        if let Some(e) = self.each_sink(|sink, info| sink.zones(info, batch)) {
+            ctx.counters.sink_failures.fetch_add(1, Ordering::Relaxed);
+            failure.get_or_insert(e);
+        }
+        report.zones += zones.len();
+        ctx.counters.zones_emitted.fetch_add(zones.len(), Ordering::Relaxed);
+        (chain, failure)
+    }
+
+    /// The order guard: zones on a list's home lane never start before the latest end
+    /// already emitted on that lane *by rounding*. Lists of a lane are emitted in GPU order and
+    /// placed exactly whenever an anchor is less than 16 ms away, so this never moves
+    /// anything then. Placed from further (a context collected rarely), two back-to-back lists
+    /// could overlap by up to the sum of their rounding bounds: the later list is then moved
+    /// (whole, so its durations stay exact) and counted in `Stats::lists_shifted`. A larger
+    /// overlap is real (two lists recorded interleaved on one stream) and is left alone.
+    fn keep_lane_order(&mut self, ctx: &Inner<B>, zones: &mut [Zone], home: Lane, drift: i64, bound: i64) {
+        let on_home = |z: &&Zone| z.lane == home;
+        let Some(begin) = zones.iter().filter(on_home).map(|z| z.gpu_begin_ns).min() else {
+            return;
+        };
+        let last = self.lane_end.entry(home).or_insert(LaneEnd { end: i64::MIN, drift, bound: 0 });
+        let overlap = last.end.saturating_sub(begin);
+        let tolerance = (drift - last.drift).abs() + last.bound + bound;
+        let mut shift = 0;
+        if overlap > 0 && overlap <= tolerance {
+            shift = overlap;
+            for zone in zones.iter_mut() {
+                zone.gpu_begin_ns += shift;
+                zone.gpu_end_ns += shift;
+            }
+            ctx.counters.lists_shifted.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(end) = zones.iter().filter(on_home).map(|z| z.gpu_end_ns).max() {
+            if end >= last.end {
+                // A shifted list is off from its reads by the shift: the next list may be too.
+                *last = LaneEnd { end, drift, bound: bound + shift };
+            }
+        }
+    }
+
+    pub(crate) fn flush_sinks(&mut self) -> Option<Error> {
+        self.each_sink(|sink, _| sink.flush())
+    }
+}
+
+/// Clears the records of a list whose times could not be read (`head`: its head record,
+/// already taken) and returns how many zones it held, to count as dropped.
+fn discard_records<B: Backend>(ctx: &Inner<B>, head: &mut EventRecord, chain: Chain) -> usize {
+    let begun = |r: &EventRecord| usize::from(r.begins.is_some() && !r.begin_dropped);
+    let mut zones = begun(head);
+    // Relaxed: the list's links were published by the Release CAS that queued it.
+    let mut index = ctx.pool.slot(chain.first).link.load(Ordering::Relaxed);
+    for _ in 1..chain.len {
+        let slot = ctx.pool.slot(index);
+        // Safety: the emitter is the slot's only owner until it is released.
+        zones += slot.record.with_mut(|r| unsafe { begun(&std::mem::take(&mut *r)) });
+        index = slot.link.load(Ordering::Relaxed);
+    }
+    zones
+}
+
+/// Appends `list` to the chain of slots to release (linking the old tail to it).
+fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Chain) {
+    *release = Some(match release.take() {
+        None => list,
+        Some(chain) => {
+            // Relaxed: published by the Release CAS of the push that releases the chain.
+            ctx.pool.slot(chain.last).link.store(list.first, Ordering::Relaxed);
+            Chain { first: chain.first, last: list.last, len: chain.len + list.len }
+        }
+    });
+}
+
+/// The message of a caught panic, when it has one.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a sink panicked".to_owned()
+    }
+}

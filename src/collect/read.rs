@@ -1,0 +1,249 @@
+//! Phase 1 of collection, the read: run by every caller of `collect` at once, with no lock.
+//!
+//! Take every submitted list (one swap) and every list an earlier call found incomplete, sort
+//! them by home lane and place in that lane's order, and read each list's times, one
+//! `elapsed` per event, chained from the list's first event. Lists of one lane are read in
+//! order and the reader stops at the first incomplete one (the lane's later lists cannot have
+//! run yet): those go to the `retry` queue without a read. Read lists go to the `read` queue
+//! with their zones built (times since their first event). The driver reads of concurrent
+//! callers overlap; nothing here waits for the GPU (but a flush, which waits).
+
+use super::clock::ms_to_ns;
+use crate::backend::{Backend, BackendError};
+use crate::error::Error;
+use crate::shared::record::{EventRecord, ListKind};
+use crate::shared::Inner;
+use crate::sink::Zone;
+use crate::slots::submit::{SubmissionLinks, SubmissionQueue};
+use crate::sync::{AtomicU32, Ordering};
+
+/// Lists being linked through `next_submitted` for one push onto a collector queue.
+#[derive(Default)]
+struct ListChain {
+    newest: Option<u32>,
+    oldest: u32,
+    len: usize,
+}
+
+impl ListChain {
+    fn add(&mut self, links: &impl SubmissionLinks, first: u32) {
+        match self.newest {
+            None => self.oldest = first,
+            // Relaxed: published by the Release CAS of `push_chain`.
+            Some(newest) => links.next_submitted(first).store(newest, Ordering::Relaxed),
+        }
+        self.newest = Some(first);
+        self.len += 1;
+    }
+
+    fn push_onto(self, queue: &SubmissionQueue, links: &impl SubmissionLinks) {
+        if let Some(newest) = self.newest {
+            queue.push_chain(links, newest, self.oldest);
+        }
+    }
+}
+
+/// What a read phase did.
+#[derive(Debug, Default)]
+pub(crate) struct ReadOutcome {
+    pub(crate) read: usize,
+    pub(crate) retried: usize,
+    pub(crate) errors: usize,
+    pub(crate) error: Option<Error>,
+    /// Whether any list was taken at all.
+    pub(crate) took: bool,
+}
+
+/// Lanes whose head list was found incomplete before that one contended read phase probes
+/// again; the others go back to the retry queue unread, for the next caller (a rotating
+/// start spreads the probes over the lanes). With many threads collecting at once, each
+/// would otherwise spend one driver read per lane whose GPU work is still queued.
+const CONTENDED_REPROBES: usize = 2;
+
+/// Phase 1: takes every submitted and retried list and reads the times of the completed ones
+/// (with `wait`, waits for each instead). Any number of threads may run it at once: each
+/// takes different lists. `contended`: other collectors are reading too, so this one probes
+/// at most [`CONTENDED_REPROBES`] lanes found incomplete before (new lists are always read).
+pub(crate) fn read_phase<B: Backend>(
+    ctx: &Inner<B>,
+    probe_cursor: &AtomicU32,
+    wait: bool,
+    contended: bool,
+) -> ReadOutcome {
+    let mut outcome = ReadOutcome::default();
+    let mut taken = Vec::new();
+    ctx.queue.take_all(&ctx.pool, &mut taken);
+    ctx.retry.take_all(&ctx.pool, &mut taken);
+    ctx.pool.sample_high_water();
+    if taken.is_empty() {
+        return outcome;
+    }
+    outcome.took = true;
+    let mut keyed: Vec<(u32, u64, u32)> = taken
+        .iter()
+        .map(|&first| {
+            // Safety: the list was taken from a queue by this thread (one swap hands each
+            // list to exactly one taker), so this thread alone owns its records until it
+            // pushes the list on again.
+            let seq = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_seq });
+            (seq.entry, seq.seq, first)
+        })
+        .collect();
+    keyed.sort_unstable();
+    if contended {
+        // Start at the next lane of those taken, in turn: every lane gets its re-probes.
+        let mut lanes: Vec<u32> = keyed.iter().map(|&(entry, _, _)| entry).collect();
+        lanes.dedup();
+        // Relaxed: only spreads the probes; any value is correct.
+        let turn = probe_cursor.fetch_add(1, Ordering::Relaxed) as usize % lanes.len();
+        let split = keyed.partition_point(|&(entry, _, _)| entry < lanes[turn]);
+        keyed.rotate_left(split);
+    }
+    let (mut read, mut retry) = (ListChain::default(), ListChain::default());
+    let mut blocked = None;
+    let mut reprobes = if contended && !wait { CONTENDED_REPROBES } else { usize::MAX };
+    let mut slots = Vec::new();
+    for (entry, _, first) in keyed {
+        if blocked == Some(entry) {
+            retry.add(&ctx.pool, first);
+            continue;
+        }
+        // Safety: as above, this thread owns the taken list.
+        let probed = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_probed });
+        if probed {
+            if reprobes == 0 {
+                blocked = Some(entry);
+                retry.add(&ctx.pool, first);
+                continue;
+            }
+            reprobes -= 1;
+        }
+        match read_list(ctx, first, wait, &mut slots) {
+            Ok(true) => read.add(&ctx.pool, first),
+            Ok(false) => {
+                // Safety: as above.
+                ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_probed = true });
+                blocked = Some(entry);
+                retry.add(&ctx.pool, first);
+            }
+            Err(e) => {
+                // Safety: as above, this thread owns the taken list.
+                ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_kind = ListKind::Failed });
+                outcome.errors += 1;
+                outcome.error.get_or_insert(e.into());
+                read.add(&ctx.pool, first);
+            }
+        }
+    }
+    outcome.read = read.len;
+    outcome.retried = retry.len;
+    read.push_onto(&ctx.read, &ctx.pool);
+    retry.push_onto(&ctx.retry, &ctx.pool);
+    outcome
+}
+
+/// Reads the times of the list at `first`, chaining each event from the one before, and
+/// builds its zones (times since the list's first event) into the head record, clearing the
+/// other records. `Ok(false)`: not complete yet (and `wait` is off).
+fn read_list<B: Backend>(
+    ctx: &Inner<B>,
+    first: u32,
+    wait: bool,
+    slots: &mut Vec<u32>,
+) -> Result<bool, BackendError> {
+    let backend = &ctx.backend;
+    // Safety: the caller took this list from a queue: it owns the records.
+    let len = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_len });
+    slots.clear();
+    let mut index = first;
+    for _ in 0..len {
+        slots.push(index);
+        // Relaxed: the list's links were published by the Release CAS that queued it.
+        index = ctx.pool.slot(index).link.load(Ordering::Relaxed);
+    }
+    let step = |from: u32, to: u32| -> Result<Option<f32>, BackendError> {
+        let (from, to) = (&ctx.pool.slot(from).event, &ctx.pool.slot(to).event);
+        match backend.elapsed_ms(from, to)? {
+            Some(ms) => Ok(Some(ms)),
+            None if wait => {
+                backend.wait(from)?;
+                backend.wait(to)?;
+                match backend.elapsed_ms(from, to)? {
+                    Some(ms) => Ok(Some(ms)),
+                    None => Err(BackendError::new("elapsed_ms", "event not ready after wait")),
+                }
+            }
+            None => Ok(None),
+        }
+    };
+    // The last step first: a list the GPU has not finished costs one read, not one per
+    // finished event (its events run in order on its stream). A list of one event tests
+    // that event against itself.
+    let n = slots.len();
+    let last_step = match n {
+        1 => step(slots[0], slots[0])?,
+        _ => step(slots[n - 2], slots[n - 1])?,
+    };
+    let Some(last_step) = last_step else { return Ok(false) };
+    let mut times = Vec::with_capacity(n);
+    times.push(0);
+    for i in 1..n {
+        let ms = if i == n - 1 {
+            last_step
+        } else {
+            match step(slots[i - 1], slots[i])? {
+                Some(ms) => ms,
+                None => return Ok(false),
+            }
+        };
+        times.push(times[i - 1] + ms_to_ns(ms));
+    }
+    let zones = build_zones(ctx, slots, &times);
+    // Safety: as above.
+    ctx.pool.slot(first).record.with_mut(|r| unsafe {
+        (*r).list_kind = ListKind::Read;
+        (*r).zones = zones;
+    });
+    Ok(true)
+}
+
+/// Replays the records of a read list (its `slots`, their `times` since its first event)
+/// into zones in begin order, taking every record out of its slot (the head keeps its list
+/// fields). Zones without an end can only come from a backend that reported success for an
+/// event it did not record: they are dropped and counted.
+fn build_zones<B: Backend>(ctx: &Inner<B>, slots: &[u32], times: &[i64]) -> Vec<Zone> {
+    let mut zones: Vec<Zone> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    for (i, (&index, &t)) in slots.iter().zip(times).enumerate() {
+        // Safety: the reader owns the list (taken from a queue).
+        let (lane, ends, begins) = ctx.pool.slot(index).record.with_mut(|r| unsafe {
+            let r = &mut *r;
+            let taken = (r.lane, r.ends, r.begins.take().filter(|_| !r.begin_dropped));
+            if i > 0 {
+                *r = EventRecord::default();
+            }
+            taken
+        });
+        if ends {
+            if let Some(z) = open.pop() {
+                zones[z].gpu_end_ns = t;
+            }
+        }
+        if let Some(location) = begins {
+            open.push(zones.len());
+            zones.push(Zone {
+                location,
+                lane,
+                depth: (open.len() - 1) as u32,
+                gpu_begin_ns: t,
+                gpu_end_ns: i64::MIN,
+                host_begin_ns: 0,
+                host_end_ns: 0,
+            });
+        }
+    }
+    let before = zones.len();
+    zones.retain(|z| z.gpu_end_ns != i64::MIN);
+    ctx.count_dropped(before - zones.len());
+    zones
+}

@@ -1,0 +1,117 @@
+//! [`Builder`]: a context's configuration and sinks, then [`Builder::build`].
+
+use super::handle::TracingContext;
+use crate::backend::Backend;
+use crate::collect::Collector;
+use crate::error::Error;
+use crate::location::Verbosity;
+use crate::shared::config::Config;
+use crate::sink::Sink;
+use crate::slots::pool::Pool;
+use std::time::Duration;
+
+static NEXT_CONTEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// Builds a [`TracingContext`] with a configuration and sinks.
+pub struct Builder<B: Backend> {
+    backend: B,
+    config: Config,
+    /// What the setters set: applied over `config` when building, so a setter wins over a
+    /// whole `config(..)` whichever comes first.
+    set: Vec<Setter>,
+    sinks: Vec<Box<dyn Sink>>,
+}
+
+/// One setter call of a [`Builder`], kept until `build`.
+type Setter = Box<dyn FnOnce(&mut Config) + Send>;
+
+impl<B: Backend> std::fmt::Debug for Builder<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field("setters", &self.set.len())
+            .field("sinks", &self.sinks.len())
+            .finish()
+    }
+}
+
+impl<B: Backend> Builder<B> {
+    /// Replaces the whole configuration. Setters ([`name`](Self::name), [`capacity`](Self::capacity),
+    /// ...) still apply over it, whether called before or after.
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+    /// Sets the context's name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        let name = name.into();
+        self.set.push(Box::new(move |c| c.name = name));
+        self
+    }
+    /// Sets the verbosity.
+    pub fn verbosity(mut self, verbosity: Verbosity) -> Self {
+        self.set.push(Box::new(move |c| c.verbosity = verbosity));
+        self
+    }
+    /// Sets the initial and maximum capacities.
+    pub fn capacity(mut self, initial: u32, max: u32) -> Self {
+        self.set.push(Box::new(move |c| (c.initial_capacity, c.max_capacity) = (initial, max)));
+        self
+    }
+    /// Sets how many slots a list reserves at once.
+    pub fn batch(mut self, batch: u32) -> Self {
+        self.set.push(Box::new(move |c| c.batch = batch));
+        self
+    }
+    /// Sets how often the collector takes a new time anchor (default 5 ms; docs/design.md,
+    /// section 8: anchors under 16 ms apart keep every time exact).
+    pub fn anchor_interval(mut self, interval: Duration) -> Self {
+        self.set.push(Box::new(move |c| c.anchor_interval = interval));
+        self
+    }
+    /// Runs a collector thread owned by the context, calling `collect` every `period` until
+    /// the last handle is dropped (which then stops it and flushes). Keeps anchors fresh
+    /// and the pool drained without a loop in the application.
+    pub fn collect_every(mut self, period: Duration) -> Self {
+        self.set.push(Box::new(move |c| c.collect_every = Some(period)));
+        self
+    }
+    /// Sets whether each zone also pushes an NVTX range on the recording thread (feature
+    /// `nvtx`, default on; docs/nvtx.md).
+    #[cfg(feature = "nvtx")]
+    pub fn nvtx_ranges(mut self, on: bool) -> Self {
+        self.set.push(Box::new(move |c| c.nvtx_ranges = on));
+        self
+    }
+    /// Adds a sink.
+    pub fn sink(mut self, sink: impl Sink + 'static) -> Self {
+        self.sinks.push(Box::new(sink));
+        self
+    }
+    /// Builds the context: creates the first page of events and the base event, records the
+    /// base event, waits for it, and opens the sinks.
+    pub fn build(self) -> Result<TracingContext<B>, Error> {
+        let Builder { backend, mut config, set, sinks } = self;
+        for setter in set {
+            setter(&mut config);
+        }
+        config.validate()?;
+        let pool = Pool::new(config.initial_capacity, config.max_capacity, || backend.create_event())?;
+        let id = NEXT_CONTEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let collect_every = config.collect_every;
+        let collector = Collector::new(backend, config, pool, id, sinks)?;
+        TracingContext::start(collector, collect_every)
+    }
+}
+
+impl<B: Backend> TracingContext<B> {
+    /// A context with the default configuration and no sinks.
+    pub fn new(backend: B) -> Result<Self, Error> {
+        Self::builder(backend).build()
+    }
+
+    /// Starts building a context.
+    pub fn builder(backend: B) -> Builder<B> {
+        Builder { backend, config: Config::default(), set: Vec::new(), sinks: Vec::new() }
+    }
+}

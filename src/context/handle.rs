@@ -1,0 +1,276 @@
+//! [`TracingContext`]: the cheap, cloneable handle of one context, and what its handles share.
+
+use super::stats::Stats;
+use crate::backend::Backend;
+use crate::collect::{CollectError, CollectReport, Collected, Collector};
+use crate::error::Error;
+use crate::location::Verbosity;
+use crate::record::{EventList, SubmitError};
+use crate::shared::config::Config;
+use crate::shared::Inner;
+use crate::sink::ContextInfo;
+use crate::sync::{lock, Arc, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// What every handle of one context shares: its collection, the count of live handles (lists
+/// do not count: the last handle flushes), and the context's own collector thread.
+pub(crate) struct Handles<B: Backend> {
+    collector: Collector<B>,
+    count: AtomicUsize,
+    /// The context's own collector thread (`Config::collect_every`).
+    background: std::sync::Mutex<Option<Background>>,
+}
+
+impl<B: Backend> Handles<B> {
+    /// Whether some `TracingContext` handle is left (`CollectorThread`).
+    #[cfg(not(gpu_event_pool_loom))]
+    pub(crate) fn has_handles(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+
+    /// `TracingContext::collect`.
+    pub(crate) fn collect(&self) -> Result<Collected, CollectError> {
+        self.collector.collect()
+    }
+}
+
+/// The context's own collector thread, and how to stop it.
+struct Background {
+    stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// A GPU tracing context: hands out [`EventList`]s to recording threads, takes them back
+/// with [`submit`](Self::submit), and turns them into zones with [`collect`](Self::collect).
+///
+/// Cheap to clone (`Send + Sync`); dropping the last handle flushes everything submitted
+/// and, once every list is gone too, destroys the events.
+///
+/// ```
+/// use gpu_event_pool::{location, sim::SimBackend, sink::memory::MemorySink, TracingContext};
+/// let sim = SimBackend::manual();
+/// let stream = sim.stream();
+/// let zones = MemorySink::new();
+/// let ctx = TracingContext::builder(sim.clone()).sink(zones.clone()).build().unwrap();
+///
+/// let mut list = ctx.list();
+/// list.zone_begin(&stream, location!("dispatch")).unwrap();
+/// sim.launch(&stream, 5_000); // a 5 µs kernel
+/// list.zone_end(&stream).unwrap();
+/// ctx.submit(list).unwrap();
+///
+/// ctx.collect().unwrap(); // not run yet on the manual clock: nothing collected
+/// assert!(zones.zones().is_empty());
+/// sim.advance(10_000);
+/// ctx.collect().unwrap();
+/// assert_eq!(zones.zones()[0].gpu_end_ns - zones.zones()[0].gpu_begin_ns, 5_000);
+/// ```
+pub struct TracingContext<B: Backend> {
+    shared: Arc<Handles<B>>,
+}
+
+impl<B: Backend> std::fmt::Debug for TracingContext<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TracingContext")
+            .field("id", &self.inner().info.id)
+            .field("name", &self.inner().config.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> Clone for TracingContext<B> {
+    fn clone(&self) -> Self {
+        self.shared.count.fetch_add(1, Ordering::Relaxed);
+        Self { shared: Arc::clone(&self.shared) }
+    }
+}
+
+impl<B: Backend> Drop for TracingContext<B> {
+    fn drop(&mut self) {
+        // AcqRel: the last handle sees every other handle's submissions before flushing.
+        if self.shared.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let background = crate::sync::lock_std(&self.shared.background).take();
+            if let Some(Background { stop, thread }) = background {
+                *crate::sync::lock_std(&stop.0) = true;
+                stop.1.notify_all();
+                let _ = thread.join();
+            }
+            // No list can be submitted any more: lists held back for an earlier list of their
+            // lane that is still being recorded are emitted now (`force`). Nobody is left to
+            // report a failure to: it is counted in the stats.
+            let _ = self.shared.collector.flush(true);
+        }
+    }
+}
+
+impl<B: Backend> TracingContext<B> {
+    /// The first handle of a new context, with its collector thread if `collect_every`.
+    pub(super) fn start(collector: Collector<B>, collect_every: Option<Duration>) -> Result<Self, Error> {
+        let shared =
+            Handles { collector, count: AtomicUsize::new(1), background: std::sync::Mutex::new(None) };
+        let ctx = TracingContext { shared: Arc::new(shared) };
+        if let Some(period) = collect_every {
+            ctx.start_background(period)?;
+        }
+        Ok(ctx)
+    }
+
+    /// The state lists and collectors share.
+    fn inner(&self) -> &Inner<B> {
+        &self.shared.collector.inner
+    }
+
+    /// What sinks are told about this context.
+    pub fn info(&self) -> &ContextInfo {
+        &self.inner().info
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner().config
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.inner().backend
+    }
+
+    /// Names `stream` for the sinks (a Tracy GPU lane, a Chrome track). The name reaches the
+    /// sinks with the next collect, before any zone collected after it.
+    pub fn name_stream(&self, stream: &B::Stream, name: impl Into<String>) {
+        let lane = crate::backend::Lane::Stream(self.inner().backend.stream_key(stream));
+        lock(&self.inner().lane_names).push((lane, name.into()));
+    }
+
+    /// Sets the verbosity from now on (zones begun after the call; a zone already open is still
+    /// ended). Costs recording one relaxed atomic load per call, and never uses up a Tracy
+    /// context the way rebuilding a context would.
+    pub fn set_verbosity(&self, verbosity: Verbosity) {
+        self.inner().set_verbosity(verbosity);
+    }
+
+    /// The verbosity set now (by [`set_verbosity`](Self::set_verbosity) or the builder); it
+    /// is kept while the context is disabled.
+    pub fn verbosity(&self) -> Verbosity {
+        self.inner().verbosity()
+    }
+
+    /// Turns recording off or back on. While off, a new zone records nothing and takes no
+    /// slot (as a zone above the verbosity does); a zone begun before is still ended, so
+    /// nesting stays balanced. Lists already submitted are still collected.
+    pub fn set_enabled(&self, enabled: bool) {
+        self.inner().set_enabled(enabled);
+    }
+
+    /// Whether recording is on ([`set_enabled`](Self::set_enabled)).
+    pub fn is_enabled(&self) -> bool {
+        self.inner().is_enabled()
+    }
+
+    /// Turns the NVTX ranges around zones on or off (feature `nvtx`). A zone begun while on
+    /// pops its range when it ends, even if the switch is off by then. Like the other
+    /// switches, it costs recording no more than the one relaxed load they share.
+    #[cfg(feature = "nvtx")]
+    pub fn set_nvtx_ranges(&self, on: bool) {
+        self.inner().set_nvtx_ranges(on);
+    }
+
+    /// Whether zones push NVTX ranges ([`set_nvtx_ranges`](Self::set_nvtx_ranges)).
+    #[cfg(feature = "nvtx")]
+    pub fn nvtx_ranges(&self) -> bool {
+        self.inner().switches().nvtx()
+    }
+
+    /// A new, empty list for one command buffer. Takes no slot until its first zone.
+    #[must_use = "a list records nothing until zones are begun on it, and must be submitted"]
+    pub fn list(&self) -> EventList<B> {
+        let inner = &self.shared.collector.inner;
+        EventList::new(Arc::clone(inner), inner.next_list_id())
+    }
+
+    /// Submits a list: its zones will be collected once the GPU has run them. Lock-free (one
+    /// CAS, plus one to return the list's unused reservation).
+    ///
+    /// Refuses, handing the list back, if it has open zones or belongs to another context.
+    pub fn submit(&self, list: EventList<B>) -> Result<(), SubmitError<B>> {
+        if !Arc::ptr_eq(list.context(), &self.shared.collector.inner) {
+            return Err(SubmitError::WrongContext { list: Box::new(list) });
+        }
+        let open = list.open_zones();
+        if open > 0 {
+            return Err(SubmitError::OpenZones { open, list: Box::new(list) });
+        }
+        list.submit();
+        Ok(())
+    }
+
+    /// Collects every submitted list whose events have all completed. Never blocks, neither
+    /// on the GPU nor on another collector.
+    ///
+    /// Zones of one lane (stream) reach the sinks in that lane's GPU order (the order its
+    /// lists began recording on it), whatever order the lists were submitted in; a lane whose
+    /// work is done is collected even while another lane waits for the GPU.
+    ///
+    /// Any number of threads may call it at once: each reads the times of different lists
+    /// (the driver calls overlap), and one of them hands the zones to the sinks; the others
+    /// return [`Collected::Busy`] once their reading is done, and the lists they read are
+    /// emitted by the current or the next call.
+    ///
+    /// On a failure the failing list's zones are dropped and counted, its slots released,
+    /// the other lists still collected, and the error carries what the call did.
+    pub fn collect(&self) -> Result<Collected, CollectError> {
+        self.shared.collector.collect()
+    }
+
+    /// Waits for every list submitted before this call to complete, collects them all, and
+    /// flushes the sinks. Waits for a concurrent collector to finish first. A list whose
+    /// lane has an earlier list still being recorded (not submitted) stays pending, in order,
+    /// and is counted in `pending_lists`.
+    pub fn flush(&self) -> Result<CollectReport, CollectError> {
+        self.shared.collector.flush(false)
+    }
+
+    /// The context, held weakly (`CollectorThread`).
+    #[cfg(not(gpu_event_pool_loom))]
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Handles<B>> {
+        Arc::downgrade(&self.shared)
+    }
+
+    /// A snapshot of the statistics.
+    pub fn stats(&self) -> Stats {
+        Stats::of(self.inner())
+    }
+
+    /// Walks the freelist and every thread's magazine and counts the slots really free: an
+    /// audit of [`Stats::free`], supported for tests and diagnostics. Exact only while no
+    /// other thread records, submits or collects.
+    pub fn free_slots_walked(&self) -> usize {
+        self.inner().pool.free_slots_walked()
+    }
+}
+
+impl<B: Backend> TracingContext<B> {
+    /// Starts the context's own collector thread.
+    fn start_background(&self, period: Duration) -> Result<(), Error> {
+        let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let shared = Arc::clone(&self.shared);
+        let signal = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name(format!("{} collector", self.inner().config.name))
+            .spawn(move || {
+                let (stopped, wake) = &*signal;
+                let mut stopped_now = crate::sync::lock_std(stopped);
+                while !*stopped_now {
+                    // Failures are counted in the stats; the thread goes on.
+                    let _ = shared.collect();
+                    stopped_now = match wake.wait_timeout(stopped_now, period) {
+                        Ok((guard, _)) => guard,
+                        Err(poisoned) => poisoned.into_inner().0,
+                    };
+                }
+            })
+            .map_err(|e| Error::Sink(std::io::Error::new(e.kind(), format!("collector thread: {e}"))))?;
+        *crate::sync::lock_std(&self.shared.background) = Some(Background { stop, thread });
+        Ok(())
+    }
+}

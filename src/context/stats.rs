@@ -1,0 +1,102 @@
+//! [`Stats`]: a snapshot of a context's slot counts and counters.
+
+use crate::backend::Backend;
+use crate::shared::{Inner, EVENTS_SUBMITTED, LISTS_DISCARDED, LISTS_SUBMITTED};
+use crate::sync::{AtomicUsize, Ordering};
+
+/// A snapshot of a context's statistics. Each counter is read on its own, so a snapshot
+/// taken while other threads record is approximate; when they are quiet it is exact, and
+/// `free + owned + submitted == capacity` ([`Stats::unaccounted`] is 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Slots (events) created.
+    pub capacity: usize,
+    /// The most slots the pool may grow to.
+    pub max_capacity: usize,
+    /// Pages created.
+    pub pages: usize,
+    /// Free slots: on the freelist, or idle in threads' magazines (`in_magazines`).
+    pub free: usize,
+    /// Of the free slots, those in per-thread magazines (including those of exited threads
+    /// until the pool moves them to the freelist): at most `magazine size x threads`.
+    pub in_magazines: usize,
+    /// Threads holding a magazine of this context now (each holds at most the magazine
+    /// size in free slots); a thread hands its magazine back when it exits.
+    pub threads_with_magazines: usize,
+    /// Slots held by lists being recorded (including their unused reservations).
+    pub owned: usize,
+    /// Slots in submitted lists not yet collected.
+    pub submitted: usize,
+    /// `owned + submitted`.
+    pub in_use: usize,
+    /// The most slots seen in use at once: sampled when the pool grows (the moment it is
+    /// full) and on every `stats()` call; on every collect, the slots submitted then (the
+    /// collector reads no thread's magazine).
+    pub high_water: usize,
+    /// Times the pool grew.
+    pub grows: usize,
+    /// Zones not recorded because of exhaustion, depth or a backend error.
+    pub dropped_zones: usize,
+    /// Lists submitted (including empty ones).
+    pub lists_submitted: usize,
+    /// Lists collected (including empty ones).
+    pub lists_collected: usize,
+    /// Lists whose times could not be read (their zones are counted as dropped).
+    pub lists_failed: usize,
+    /// Lists dropped without being submitted (their events were released, nothing emitted).
+    pub lists_discarded: usize,
+    /// Events in submitted lists.
+    pub events_submitted: usize,
+    /// Zones delivered to the sinks.
+    pub zones_emitted: usize,
+    /// Lists moved later on their lane by the order guard because rounding would have made
+    /// them overlap the list before (only possible when anchors were 16 ms or more apart:
+    /// docs/design.md, section 8). 0 when the context is collected at least every
+    /// `anchor_interval`.
+    pub lists_shifted: usize,
+    /// Batches that a sink failed to take (an error or a caught panic).
+    pub sink_failures: usize,
+    /// Host nanoseconds spent emitting: the part of collection that runs on one thread at a
+    /// time (placing each list on the timeline, building its zones, the sinks, releasing
+    /// slots). Reading times is not in it: concurrent `collect` callers share that.
+    pub emitter_ns: u64,
+}
+
+impl Stats {
+    /// A snapshot of `inner`'s statistics.
+    pub(crate) fn of<B: Backend>(inner: &Inner<B>) -> Self {
+        let p = inner.pool.counts();
+        let c = &inner.counters;
+        let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        let recorded = |field| c.recorded.sum(field).max(0) as usize;
+        Stats {
+            capacity: p.capacity,
+            max_capacity: p.max_capacity,
+            pages: p.pages,
+            free: p.free,
+            in_magazines: p.in_magazines,
+            threads_with_magazines: p.threads_with_magazines,
+            owned: p.owned,
+            submitted: p.submitted,
+            in_use: p.owned + p.submitted,
+            high_water: p.high_water,
+            grows: p.grows,
+            dropped_zones: get(&c.dropped_zones),
+            lists_submitted: recorded(LISTS_SUBMITTED),
+            lists_collected: get(&c.lists_collected),
+            lists_failed: get(&c.lists_failed),
+            lists_discarded: recorded(LISTS_DISCARDED),
+            events_submitted: recorded(EVENTS_SUBMITTED),
+            zones_emitted: get(&c.zones_emitted),
+            lists_shifted: get(&c.lists_shifted),
+            sink_failures: get(&c.sink_failures),
+            emitter_ns: c.emitter_ns.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `capacity - (free + owned + submitted)`: 0 when every slot is accounted for.
+    pub fn unaccounted(&self) -> i64 {
+        self.capacity as i64 - (self.free + self.owned + self.submitted) as i64
+    }
+}

@@ -1,0 +1,10 @@
+//! Recording: [`EventList`], one command buffer's zones, written by one thread with no lock.
+//!
+//! A list takes slots from the pool (through its thread's magazine), records events with the
+//! backend, writes what each event means into its slot's record, takes its place on its home
+//! lane, and at `submit` hands its events to the shared submission queue. It never reads a
+//! time and never calls a sink: that is `collect`'s work.
+
+mod list;
+
+pub use list::{EventList, RecordError, SubmitError, ZoneGuard};

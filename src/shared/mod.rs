@@ -1,0 +1,231 @@
+//! The state that lists and collectors share: one context's backend, configuration, slot
+//! pool, queues, lane order, counters and run-time switches ([`Inner`]).
+//!
+//! This layer sits between the slots and both users of it: `record` (lists write here) and
+//! `collect` (collectors read and emit from here). It never calls a sink and never runs the
+//! collection protocol; the public handle and the builder live above, in `context`.
+
+pub(crate) mod config;
+pub(crate) mod lanes;
+pub(crate) mod record;
+
+use crate::backend::{Backend, Lane};
+use crate::location::Verbosity;
+use crate::sink::ContextInfo;
+use crate::slots::freelist::Chain;
+use crate::slots::pool::Pool;
+use crate::slots::submit::SubmissionQueue;
+use crate::slots::tally::Tally;
+use crate::sync::{lock, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
+use config::Config;
+use lanes::{LaneSeq, LaneTable};
+use record::{EventRecord, ListKind};
+
+/// Counters of the context (the pool keeps the slot counts). Those bumped on the recording
+/// path are sharded per thread (`recorded`); the rest change on failures or in the collector.
+#[derive(Debug)]
+pub(crate) struct Counters {
+    /// LISTS_SUBMITTED, EVENTS_SUBMITTED, LISTS_DISCARDED.
+    pub(crate) recorded: Tally<3>,
+    pub(crate) dropped_zones: AtomicUsize,
+    pub(crate) lists_collected: AtomicUsize,
+    pub(crate) lists_failed: AtomicUsize,
+    pub(crate) zones_emitted: AtomicUsize,
+    pub(crate) lists_shifted: AtomicUsize,
+    pub(crate) sink_failures: AtomicUsize,
+    pub(crate) emitter_ns: AtomicU64,
+}
+
+pub(crate) const LISTS_SUBMITTED: usize = 0;
+pub(crate) const EVENTS_SUBMITTED: usize = 1;
+pub(crate) const LISTS_DISCARDED: usize = 2;
+
+/// Everything a context's lists and collectors share. Lists hold it through an `Arc`; the
+/// handles reach it through the collector (`collect/mod.rs`).
+pub(crate) struct Inner<B: Backend> {
+    pub(crate) backend: B,
+    pub(crate) config: Config,
+    pub(crate) pool: Pool<B::Event, EventRecord>,
+    pub(crate) queue: SubmissionQueue,
+    /// Lists a collector found incomplete, and lists whose times were read (collect/read.rs).
+    pub(crate) retry: SubmissionQueue,
+    pub(crate) read: SubmissionQueue,
+    /// Each list's place in its home lane's order (lanes.rs), and the places given up by
+    /// lists dropped unsubmitted, for the emitter to skip.
+    pub(crate) lanes: LaneTable,
+    pub(crate) void_places: Mutex<Vec<LaneSeq>>,
+    pub(crate) counters: Counters,
+    pub(crate) info: ContextInfo,
+    /// The run-time switches: bits 0-1 the verbosity, bit 2 set while disabled, bit 3 set
+    /// while NVTX ranges are off. Read with one relaxed load per recording call (see
+    /// `switches`).
+    switches: AtomicU8,
+    /// Lane names given by the user, not yet delivered to the sinks (the collector does).
+    pub(crate) lane_names: Mutex<Vec<(Lane, String)>>,
+    next_list_id: AtomicU64,
+}
+
+/// Bits of `Inner::switches` holding the verbosity.
+const VERBOSITY_BITS: u8 = 3;
+/// Bit of `Inner::switches` set while the context is disabled.
+const DISABLED: u8 = 1 << 2;
+/// Bit of `Inner::switches` set while NVTX ranges are off (feature `nvtx`).
+#[cfg(feature = "nvtx")]
+const NVTX_OFF: u8 = 1 << 3;
+
+/// What the recording path reads of the switches, from one load.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Switches(u8);
+
+impl Switches {
+    /// The level zones are recorded at: `Off` while disabled.
+    #[inline]
+    pub(crate) fn level(self) -> Verbosity {
+        if self.0 & DISABLED != 0 {
+            return Verbosity::Off;
+        }
+        verbosity_of(self.0)
+    }
+
+    /// Whether a recorded zone also pushes an NVTX range.
+    #[cfg(feature = "nvtx")]
+    #[inline]
+    pub(crate) fn nvtx(self) -> bool {
+        self.0 & NVTX_OFF == 0
+    }
+}
+
+/// The verbosity in the low bits of `Inner::switches`.
+fn verbosity_of(switches: u8) -> Verbosity {
+    match switches & VERBOSITY_BITS {
+        0 => Verbosity::Off,
+        1 => Verbosity::Coarse,
+        _ => Verbosity::Fine,
+    }
+}
+
+impl<B: Backend> Inner<B> {
+    /// The shared state of a new context: `pool` made from `config`, nothing recorded yet.
+    pub(crate) fn new(
+        backend: B,
+        config: Config,
+        pool: Pool<B::Event, EventRecord>,
+        info: ContextInfo,
+    ) -> Self {
+        #[allow(unused_mut)]
+        let mut switches = config.verbosity as u8;
+        #[cfg(feature = "nvtx")]
+        if !config.nvtx_ranges {
+            switches |= NVTX_OFF;
+        }
+        Self {
+            backend,
+            config,
+            pool,
+            queue: SubmissionQueue::new(),
+            retry: SubmissionQueue::new(),
+            read: SubmissionQueue::new(),
+            lanes: LaneTable::new(),
+            void_places: Mutex::new(Vec::new()),
+            counters: Counters {
+                recorded: Tally::new(),
+                dropped_zones: AtomicUsize::new(0),
+                lists_collected: AtomicUsize::new(0),
+                lists_failed: AtomicUsize::new(0),
+                zones_emitted: AtomicUsize::new(0),
+                lists_shifted: AtomicUsize::new(0),
+                sink_failures: AtomicUsize::new(0),
+                emitter_ns: AtomicU64::new(0),
+            },
+            info,
+            switches: AtomicU8::new(switches),
+            lane_names: Mutex::new(Vec::new()),
+            next_list_id: AtomicU64::new(1),
+        }
+    }
+
+    /// The switches now. Relaxed: a switch takes effect for calls that start after it is
+    /// seen; nothing else is published through it.
+    #[inline]
+    pub(crate) fn switches(&self) -> Switches {
+        Switches(self.switches.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn count_dropped(&self, zones: usize) {
+        self.counters.dropped_zones.fetch_add(zones, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_discarded(&self) {
+        self.counters.recorded.add(LISTS_DISCARDED, 1);
+    }
+
+    /// A list dropped unsubmitted gives up its place in its lane's order (the collector skips
+    /// it). Not on the recording path: a short lock, taken once per such list.
+    pub(crate) fn void_place(&self, place: LaneSeq) {
+        lock(&self.void_places).push(place);
+    }
+
+    /// Owned -> Submitted: puts a list's events on the submission queue.
+    pub(crate) fn enqueue(&self, used: Option<Chain>, list_id: u64, home: Option<LaneSeq>) {
+        self.counters.recorded.add(LISTS_SUBMITTED, 1);
+        let (Some(used), Some(home)) = (used, home) else {
+            self.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        // Safety: the list's slots are still Owned by the submitting thread until the push
+        // below publishes them to the collector.
+        self.pool.slot(used.first).record.with_mut(|r| unsafe {
+            (*r).list_last = used.last;
+            (*r).list_len = used.len;
+            (*r).list_id = list_id;
+            (*r).list_seq = home;
+            (*r).list_kind = ListKind::Submitted;
+        });
+        self.pool.mark_submitted(used.len);
+        self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
+        self.queue.push(&self.pool, used.first);
+    }
+
+    /// A new list id, unique within the context.
+    pub(crate) fn next_list_id(&self) -> u64 {
+        self.next_list_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sets the verbosity bits, keeping the other switches.
+    pub(crate) fn set_verbosity(&self, verbosity: Verbosity) {
+        // Relaxed: see `switches`.
+        let _ = self.switches.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+            Some((s & !VERBOSITY_BITS) | verbosity as u8)
+        });
+    }
+
+    /// The verbosity set now (kept while the context is disabled).
+    pub(crate) fn verbosity(&self) -> Verbosity {
+        verbosity_of(self.switches.load(Ordering::Relaxed))
+    }
+
+    /// Turns recording off or back on.
+    pub(crate) fn set_enabled(&self, enabled: bool) {
+        self.set_switch(DISABLED, !enabled);
+    }
+
+    /// Whether recording is on.
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.switches.load(Ordering::Relaxed) & DISABLED == 0
+    }
+
+    /// Turns the NVTX ranges around zones on or off.
+    #[cfg(feature = "nvtx")]
+    pub(crate) fn set_nvtx_ranges(&self, on: bool) {
+        self.set_switch(NVTX_OFF, !on);
+    }
+
+    /// Sets or clears one switch bit. Relaxed: see `switches`.
+    fn set_switch(&self, bit: u8, set: bool) {
+        if set {
+            self.switches.fetch_or(bit, Ordering::Relaxed);
+        } else {
+            self.switches.fetch_and(!bit, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Unit tests of the magazines (one thread; the loom models cover the concurrent paths).
+
+use super::*;
+
+use crate::sync::AtomicU32;
+
+fn stocked(slots: u32, size: u32) -> (Vec<AtomicU32>, Magazines) {
+    let links: Vec<AtomicU32> = (0..slots).map(|_| AtomicU32::new(NIL)).collect();
+    let magazines = Magazines::new(size);
+    for i in (0..slots).rev() {
+        magazines.deposit(&links, Chain { first: i, last: i, len: 1 });
+    }
+    (links, magazines)
+}
+
+#[test]
+fn an_empty_magazine_refills_half_a_magazine_in_one_pop_and_a_short_one_is_topped_up() {
+    let (links, m) = stocked(32, 8);
+    let one = m.acquire(&links, 1).unwrap();
+    assert_eq!((one.first, one.len), (0, 1));
+    let c = m.counts();
+    assert_eq!((c.free, c.in_magazines, c.handed_out), (31, 3, 1), "4 popped, 1 handed out");
+    assert_eq!(m.shared.depot.count_quiescent(&links, 100), 28);
+    let five = m.acquire(&links, 5).unwrap();
+    assert_eq!((five.first, five.len), (1, 5), "the magazine's 3, topped up with 2 from the depot");
+    assert_eq!(m.counts().in_magazines, 0);
+    assert_eq!(m.shared.depot.count_quiescent(&links, 100), 26);
+    m.release(&links, five);
+    m.release(&links, one);
+    assert_eq!(m.count_quiescent(&links, 100), 32, "the topped-up chain is linked whole");
+}
+
+#[test]
+fn releases_fill_the_magazine_and_spill_its_old_contents_past_the_size() {
+    let (links, m) = stocked(32, 4);
+    let a = m.acquire(&links, 3).unwrap();
+    let b = m.acquire(&links, 3).unwrap();
+    assert_eq!(m.counts().in_magazines, 0);
+    m.release(&links, a);
+    assert_eq!(m.counts().in_magazines, 3);
+    m.release(&links, b);
+    let c = m.counts();
+    assert_eq!((c.in_magazines, c.free, c.handed_out), (3, 32, 0), "the old 3 spilled, b kept");
+    assert_eq!(m.count_quiescent(&links, 100), 32);
+    let again = m.acquire(&links, 3).unwrap();
+    assert_eq!(again, b, "the magazine hands back what it holds first");
+}
+
+#[test]
+fn a_chain_longer_than_a_magazine_goes_to_the_depot() {
+    let (links, m) = stocked(32, 4);
+    let big = m.acquire(&links, 10).unwrap();
+    assert_eq!(big.len, 10);
+    m.release(&links, big);
+    assert_eq!(m.counts().in_magazines, 0);
+    assert_eq!(m.shared.depot.count_quiescent(&links, 100), 32);
+}
+
+#[test]
+fn a_starved_pool_bypasses_magazines_until_a_slot_comes_back_to_a_nonempty_depot() {
+    let (links, m) = stocked(4, 4);
+    let a = m.acquire(&links, 1).unwrap();
+    let b = m.acquire(&links, 2).unwrap();
+    let c = m.acquire(&links, 2).unwrap();
+    assert_eq!((a.len, b.len, c.len), (1, 2, 1), "b topped up from the depot, c got the last");
+    assert!(m.acquire(&links, 1).is_none());
+    m.release(&links, b);
+    assert_eq!(m.counts().in_magazines, 2);
+    m.starve();
+    let x = m.acquire(&links, 1).unwrap();
+    assert_eq!(m.counts().in_magazines, 0, "the magazine went to the depot first");
+    let y = m.acquire(&links, 1).unwrap();
+    m.release(&links, a);
+    assert_eq!(m.counts().in_magazines, 0, "a starved pool's releases go to the depot");
+    assert!(m.is_starved(), "the depot was empty when the slot came back");
+    m.release(&links, c);
+    assert!(!m.is_starved(), "slots came back while the depot had one");
+    m.release(&links, x);
+    m.release(&links, y);
+    assert_eq!(m.counts().in_magazines, 2);
+    assert_eq!(m.count_quiescent(&links, 10), 4);
+}
+
+#[test]
+fn an_exiting_thread_returns_its_magazine_and_the_next_thread_reuses_the_record() {
+    let (links, m) = stocked(16, 8);
+    // An explicit join waits for the thread-local destructors; the scope's end may not.
+    std::thread::scope(|s| {
+        let thread = s.spawn(|| {
+            let chain = m.acquire(&links, 1).unwrap();
+            m.release(&links, chain);
+        });
+        thread.join().unwrap();
+    });
+    let c = m.counts();
+    assert_eq!((c.free, c.in_magazines, c.magazines), (16, 4, 1), "kept with the pool, as free");
+    assert_eq!(m.count_quiescent(&links, 100), 16);
+    assert_eq!(m.shared.depot.count_quiescent(&links, 100), 12);
+    std::thread::scope(|s| {
+        let thread = s.spawn(|| {
+            let all = m.acquire(&links, 16).unwrap();
+            assert_eq!(all.len, 16, "the depot's 12, topped up with the exited thread's 4");
+            assert!(m.acquire(&links, 1).is_none());
+            m.release(&links, all);
+        });
+        thread.join().unwrap();
+    });
+    let c = m.counts();
+    assert_eq!((c.free, c.magazines, c.handed_out), (16, 1, 0), "one record, reused");
+    assert_eq!(m.count_quiescent(&links, 100), 16);
+}
