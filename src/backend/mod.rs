@@ -90,3 +90,28 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 }
+
+/// Calls into a backend, turning a panic into a [`BackendError`] for `call` (code
+/// `panicked: <message>`): the crate's protocols (counters raised around a call, slots taken
+/// for it) must survive a backend that panics, as they survive one that fails. Costs nothing
+/// unless the call unwinds.
+pub(crate) fn guarded<T>(
+    call: &'static str,
+    f: impl FnOnce() -> Result<T, BackendError>,
+) -> Result<T, BackendError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(panic) => Err(BackendError::new(call, format!("panicked: {}", panic_message(panic.as_ref())))),
+    }
+}
+
+/// The message of a caught panic, when it has one.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "no message".to_owned()
+    }
+}

@@ -51,6 +51,10 @@ struct Gpu {
     creations_left: AtomicI64,
     record_failures: AtomicU32,
     elapsed_failures: AtomicU32,
+    /// When the work queued on any stream finishes (the GPU is busy until then).
+    busy_until: AtomicI64,
+    /// How late a busy GPU stamps an event recorded on an idle stream (`set_late_records`).
+    late_ns: AtomicI64,
 }
 
 /// The simulated GPU. Cheap to clone: clones share one device.
@@ -117,6 +121,8 @@ impl SimBackend {
                 creations_left: AtomicI64::new(-1),
                 record_failures: AtomicU32::new(0),
                 elapsed_failures: AtomicU32::new(0),
+                busy_until: AtomicI64::new(0),
+                late_ns: AtomicI64::new(0),
             }),
         }
     }
@@ -182,7 +188,9 @@ impl SimBackend {
         let now = self.now();
         let start = stream.busy_until.fetch_max(now, Ordering::AcqRel).max(now);
         stream.busy_until.fetch_add(duration_ns.max(0), Ordering::AcqRel);
-        start + duration_ns.max(0)
+        let end = start + duration_ns.max(0);
+        self.gpu.busy_until.fetch_max(end, Ordering::AcqRel);
+        end
     }
 
     /// Adds a kernel node of `duration_ns` to `graph` (dependencies are implied by order).
@@ -233,13 +241,32 @@ impl SimBackend {
         self.gpu.record_failures.store(n, Ordering::Relaxed);
     }
 
+    /// From now on, while any stream has work queued, an event recorded on an idle stream is
+    /// stamped `late_ns` after the record call instead of at it (the stream then waits for
+    /// it): a busy GPU reaches such an event late, as a loaded H200 reaches the collector's
+    /// anchors (up to a millisecond measured). 0 (the default) turns it off.
+    pub fn set_late_records(&self, late_ns: i64) {
+        self.gpu.late_ns.store(late_ns.max(0), Ordering::Relaxed);
+    }
+
     /// The next `n` elapsed-time reads fail.
     pub fn fail_elapsed(&self, n: u32) {
         self.gpu.elapsed_failures.store(n, Ordering::Relaxed);
     }
 
     fn stamp_time(&self, stream: &SimStream) -> i64 {
-        self.now().max(stream.busy_until.load(Ordering::Acquire))
+        let now = self.now();
+        let queued = stream.busy_until.load(Ordering::Acquire);
+        if queued > now {
+            return queued;
+        }
+        let late = self.gpu.late_ns.load(Ordering::Relaxed);
+        if late == 0 || self.gpu.busy_until.load(Ordering::Acquire) <= now {
+            return now;
+        }
+        // The stream waits for the late event, so its later work starts after it.
+        stream.busy_until.fetch_max(now + late, Ordering::AcqRel);
+        now + late
     }
 
     /// The event's stamp; an event never stamped is a graph zone whose graph has not run.

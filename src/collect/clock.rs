@@ -14,9 +14,14 @@
 //!   previous anchor's plus the step between them. The last [`ANCHORS`] anchors are kept, so
 //!   a list collected late still finds one near it.
 //!
-//! Host times come from [`Clock::to_host`], the only place GPU time becomes host time.
+//! Host times come from [`Clock::host_time`], the only place GPU time becomes host time: every
+//! anchor is also a calibration pair for the one mapping (`mapping.rs`).
+//!
+//! Every backend call here goes through [`guarded`]: a backend that panics fails the call,
+//! it does not unwind through the collector.
 
-use crate::backend::{Backend, BackendError};
+use super::mapping::{Estimator, HostMapping, Pair, STARTUP_PAIRS};
+use crate::backend::{guarded, Backend, BackendError};
 use crate::sink::Calibration;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -71,20 +76,35 @@ pub(crate) struct Clock<B: Backend> {
     pending: Option<(B::Event, i64)>,
     /// Anchor events not in use.
     spare: Vec<B::Event>,
+    /// Calibration pairs to the offset estimate, and the one mapping it leads.
+    estimator: Estimator,
+    mapping: HostMapping,
 }
 
 impl<B: Backend> Clock<B> {
     /// Makes the clock: its stream and the base event (recorded and waited for, like the
-    /// seed's calibration), GPU time 0. Returns the base calibration pair too.
+    /// seed's calibration), GPU time 0, then [`STARTUP_PAIRS`] calibration pairs while the GPU
+    /// is idle, which set the mapping. Returns the base calibration pair too.
     pub(crate) fn new(backend: &B) -> Result<(Self, Calibration), BackendError> {
-        let stream = backend.create_stream()?;
-        let base = backend.create_event()?;
-        let spare = backend.create_event()?;
-        backend.record(&base, &stream)?;
-        backend.wait(&base)?;
+        let stream = guarded("create_stream", || backend.create_stream())?;
+        let base = guarded("create_event", || backend.create_event())?;
+        let spare = guarded("create_event", || backend.create_event())?;
+        guarded("record", || backend.record(&base, &stream))?;
+        guarded("wait", || backend.wait(&base))?;
         let at = Calibration { gpu_ns: 0, host_ns: backend.host_now_ns() };
         let anchors = VecDeque::from([Anchor { event: base, at, drift: 0 }]);
-        Ok((Self { stream, anchors, pending: None, spare: vec![spare] }, at))
+        let mut clock = Self {
+            stream,
+            anchors,
+            pending: None,
+            spare: vec![spare],
+            estimator: Estimator::new(),
+            mapping: HostMapping::new(),
+        };
+        for _ in 0..STARTUP_PAIRS {
+            clock.refresh(backend, Duration::ZERO, true)?;
+        }
+        Ok((clock, at))
     }
 
     /// Promotes a completed pending anchor, and records a new one when the newest is older
@@ -105,10 +125,10 @@ impl<B: Backend> Clock<B> {
                 let event = match self.spare.pop() {
                     Some(event) => event,
                     None if self.anchors.len() >= ANCHORS => self.anchors.pop_front().expect("full").event,
-                    None => backend.create_event()?,
+                    None => guarded("create_event", || backend.create_event())?,
                 };
                 let host_ns = backend.host_now_ns();
-                match backend.record(&event, &self.stream) {
+                match guarded("record", || backend.record(&event, &self.stream)) {
                     Ok(()) => self.pending = Some((event, host_ns)),
                     Err(e) => {
                         self.spare.push(event);
@@ -120,9 +140,11 @@ impl<B: Backend> Clock<B> {
         let Some((event, _)) = &self.pending else { return Ok(None) };
         let newest_event = &self.anchors.back().expect("there is always an anchor").event;
         if wait {
-            backend.wait(event)?;
+            guarded("wait", || backend.wait(event))?;
         }
-        let Some(ms) = backend.elapsed_ms(newest_event, event)? else { return Ok(None) };
+        let Some(ms) = guarded("elapsed_ms", || backend.elapsed_ms(newest_event, event))? else {
+            return Ok(None);
+        };
         let (event, host_ns) = self.pending.take().expect("checked above");
         let step = ms_to_ns(ms);
         let at = Calibration { gpu_ns: newest.gpu_ns + step, host_ns };
@@ -130,6 +152,9 @@ impl<B: Backend> Clock<B> {
         if self.anchors.len() > ANCHORS {
             let oldest = self.anchors.pop_front().expect("more than one");
             self.spare.push(oldest.event);
+        }
+        if let Some(line) = self.estimator.observe(Pair { gpu: at.gpu_ns, offset: at.host_ns - at.gpu_ns }) {
+            self.mapping.aim(line);
         }
         Ok(Some(at))
     }
@@ -140,7 +165,7 @@ impl<B: Backend> Clock<B> {
     /// within the exact range).
     pub(crate) fn place(&self, backend: &B, event: &B::Event) -> Result<Placed, BackendError> {
         let read = |anchor: &Anchor<B::Event>| -> Result<Placed, BackendError> {
-            match backend.elapsed_ms(&anchor.event, event)? {
+            match guarded("elapsed_ms", || backend.elapsed_ms(&anchor.event, event))? {
                 Some(ms) => {
                     let distance = ms_to_ns(ms);
                     Ok((anchor.at.gpu_ns + distance, anchor.drift, rounding_bound(distance)))
@@ -165,10 +190,10 @@ impl<B: Backend> Clock<B> {
         read(nearest)
     }
 
-    /// Host time of a GPU time, through the newest anchor.
-    pub(crate) fn to_host(&self, gpu_ns: i64) -> i64 {
-        let anchor = self.anchors.back().expect("there is always an anchor").at;
-        anchor.host_ns + (gpu_ns - anchor.gpu_ns)
+    /// Host time of a GPU time, through the one mapping (`mapping.rs`): a function of the
+    /// GPU time alone, non-decreasing, never moving a time already mapped.
+    pub(crate) fn host_time(&mut self, gpu_ns: i64) -> i64 {
+        self.mapping.host_time(gpu_ns)
     }
 
     /// GPU time of the oldest anchor kept: nothing emitted is placed from before it.

@@ -7,7 +7,7 @@
 
 use super::clock::Clock;
 use super::report::CollectReport;
-use crate::backend::{Backend, Lane};
+use crate::backend::{panic_message, Backend, Lane};
 use crate::error::Error;
 use crate::shared::lanes::ENTRIES;
 use crate::shared::record::{EventRecord, ListKind};
@@ -250,8 +250,8 @@ impl<B: Backend> Emitter<B> {
         }
         self.keep_lane_order(ctx, &mut zones, record.lane, drift, bound);
         for zone in &mut zones {
-            zone.host_begin_ns = self.clock.to_host(zone.gpu_begin_ns);
-            zone.host_end_ns = self.clock.to_host(zone.gpu_end_ns);
+            zone.host_begin_ns = self.clock.host_time(zone.gpu_begin_ns);
+            zone.host_end_ns = self.clock.host_time(zone.gpu_end_ns);
         }
         let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
         if let Some(e) = self.each_sink(|sink, info| sink.zones(info, batch)) {
@@ -326,15 +326,4 @@ fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Chain) 
             Chain { first: chain.first, last: list.last, len: chain.len + list.len }
         }
     });
-}
-
-/// The message of a caught panic, when it has one.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a sink panicked".to_owned()
-    }
 }

@@ -29,6 +29,7 @@
 
 mod clock;
 mod emit;
+mod mapping;
 mod read;
 mod report;
 

@@ -6,10 +6,12 @@
 //! order and the reader stops at the first incomplete one (the lane's later lists cannot have
 //! run yet): those go to the `retry` queue without a read. Read lists go to the `read` queue
 //! with their zones built (times since their first event). The driver reads of concurrent
-//! callers overlap; nothing here waits for the GPU (but a flush, which waits).
+//! callers overlap; nothing here waits for the GPU (but a flush, which waits). A backend
+//! call that panics fails its list like any backend error (`guarded`): the lists taken are
+//! never lost with an unwinding reader.
 
 use super::clock::ms_to_ns;
-use crate::backend::{Backend, BackendError};
+use crate::backend::{guarded, Backend, BackendError};
 use crate::error::Error;
 use crate::shared::record::{EventRecord, ListKind};
 use crate::shared::Inner;
@@ -163,12 +165,13 @@ fn read_list<B: Backend>(
     }
     let step = |from: u32, to: u32| -> Result<Option<f32>, BackendError> {
         let (from, to) = (&ctx.pool.slot(from).event, &ctx.pool.slot(to).event);
-        match backend.elapsed_ms(from, to)? {
+        let elapsed = || guarded("elapsed_ms", || backend.elapsed_ms(from, to));
+        match elapsed()? {
             Some(ms) => Ok(Some(ms)),
             None if wait => {
-                backend.wait(from)?;
-                backend.wait(to)?;
-                match backend.elapsed_ms(from, to)? {
+                guarded("wait", || backend.wait(from))?;
+                guarded("wait", || backend.wait(to))?;
+                match elapsed()? {
                     Some(ms) => Ok(Some(ms)),
                     None => Err(BackendError::new("elapsed_ms", "event not ready after wait")),
                 }

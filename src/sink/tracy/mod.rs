@@ -48,35 +48,20 @@
 //! sending nothing) a batch that would do that. Dropped or never-submitted zones never reach
 //! a sink, so no placeholder time is ever sent.
 //!
-//! # Clocks and calibration
+//! # Clocks
 //!
-//! GPU times are nanoseconds since the context's base event, sent with period 1.0 to contexts
-//! created *calibrated* (type CUDA for the `cuda` backend, Custom otherwise). Tracy shows a GPU
-//! time `t` of a context at `(t - gpu) * rate + cpu`, where `gpu` is the GPU time of the
-//! context's latest *new context* or *calibration* message, `cpu` Tracy's clock when that
-//! message was emitted, and `rate` the message's `cpuDelta` over the GPU step since the
-//! previous one (1 for a new context). Each calibration message replaces that mapping, for
-//! every time that context receives afterwards.
-//!
-//! The sink keeps a *target* mapping from GPU to host time, fitted to the collector's
-//! calibration pairs (`Calibrator`), and a model of the mapping each of its Tracy contexts
-//! holds. The collector reads a pair's host time just before it records the anchor event, and
-//! the GPU reaches the anchor a little later, so a pair's `host - gpu` offset is never above
-//! the true one: the pair with the largest offset is the most exact.
-//!
-//! - Offset: the largest offset among the pairs of the current and the previous epoch (one
-//!   second of GPU time each), projected with the drift: a late or jittery pair never pulls the
-//!   target down, and an old lucky one ages out after two epochs.
-//! - Drift: the slope between the best pair of the first epoch and that of the latest complete
-//!   one, once they are [`DRIFT_BASELINE_NS`] apart (never from one 5 ms step). A drift under
-//!   [`DRIFT_FLOOR`] (1 ppm: under 1 ns on a 1 ms zone) is taken as none, so the rate is exactly
-//!   1 and Tracy's durations equal the GPU's (and the Chrome sink's) to the nanosecond.
-//! - A context is brought to the target only just before it receives a batch, and only so
-//!   far that its lane never moves back: the first zone of the batch is shown no earlier than
-//!   the latest time the context has shown (and a batch that overlaps earlier times on a
-//!   shared lane no earlier than the old mapping showed those times). A target ahead of the
-//!   lane is taken at once (a gap may appear); a target behind it is approached through the
-//!   lane's idle gaps, which is how a lane whose stream is never idle keeps its mapping.
+//! Tracy shows a GPU time `t` of a calibrated context at `(t - gpu) + cpu`, where `gpu` is the
+//! time given with the context's *new context* message and `cpu` Tracy's clock when that
+//! message was emitted. This sink uploads each zone's *host* times (`Zone::host_begin_ns`,
+//! `Zone::host_end_ns`): the collector's one GPU-to-host mapping, which every sink shares, is
+//! monotone in GPU time and never moves a time already emitted. Each context is created with
+//! `gpu` = the host clock's reading at that moment, so Tracy shows a zone at the host time
+//! the collector gave it, on Tracy's timeline; durations are the GPU's (the mapping's rate
+//! is 1 unless a drift is measured). No calibration message is ever sent: the mapping is
+//! already applied, so one would only restate it, and a calibration that moved a context
+//! would make back-to-back zones overlap in the viewer. Tracy's own clock and the host clock
+//! (`CLOCK_MONOTONIC`) may drift apart by a few ppm over a long capture; CPU zones and GPU
+//! zones then slide by that much.
 //!
 //! # Context ids
 //!
@@ -88,18 +73,15 @@
 //! context fails with an error when none is left); a lane that finds no id left joins the
 //! sink's "other streams" lane, or its first lane: no zone is ever lost for want of an id.
 
-mod calibration;
 mod client;
 mod ids;
 
-pub use calibration::{DRIFT_BASELINE_NS, DRIFT_FLOOR, EPOCH_NS};
 pub use client::{TracyApi, TracyClient};
 pub use ids::{TracyContextIds, TracyGpuKind, MAX_CONTEXTS};
 
-use super::{Calibration, ContextInfo, Sink, Zone, ZoneBatch};
+use super::{ContextInfo, Sink, Zone, ZoneBatch};
 use crate::backend::{Backend, Lane};
 use crate::location::{Location, SourceLocation};
-use calibration::{Calibrator, Mapping};
 use std::collections::HashMap;
 use std::io;
 
@@ -110,10 +92,6 @@ pub const DEFAULT_MAX_STREAM_LANES: usize = 16;
 /// Tracy reads a GPU time this far (in ticks) below the previous one as a timer wrap.
 const WRAP_WINDOW: i64 = 1 << 31;
 
-/// A context made while the rate is not 1 is created this far in the GPU past and calibrated
-/// at once, so that its first calibration carries the rate with nine significant digits.
-const RATE_SPAN_NS: i64 = 1_000_000_000;
-
 /// One message of a batch, in the order Tracy receives them.
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -122,10 +100,11 @@ enum Step {
 }
 
 impl Step {
+    /// The time uploaded for the step: the zone's host time (module doc, "Clocks").
     fn time(self, zones: &[Zone]) -> i64 {
         match self {
-            Self::Begin(z) => zones[z].gpu_begin_ns,
-            Self::End(z) => zones[z].gpu_end_ns,
+            Self::Begin(z) => zones[z].host_begin_ns,
+            Self::End(z) => zones[z].host_end_ns,
         }
     }
 }
@@ -158,14 +137,8 @@ struct Track {
     id: u8,
     /// The stream this context was made for; `None` for a shared one (graphs, other streams).
     lane: Option<Lane>,
-    /// The mapping Tracy holds for this context (with the host clock standing in for Tracy's).
-    mapping: Mapping,
-    /// The calibrator's version `mapping` reached; behind it, the next batch moves it on.
-    version: u64,
-    /// The last GPU time uploaded (Tracy's wrap check compares against it).
+    /// The last time uploaded (Tracy's wrap check compares against it).
     last_time: i64,
-    /// The latest GPU time uploaded, once any was.
-    frontier: Option<i64>,
 }
 
 /// The tracing context a sink was opened for.
@@ -175,7 +148,6 @@ struct Opened {
     kind: TracyGpuKind,
     /// The id taken at open, for the first lane that emits.
     reserved: Option<u8>,
-    calibrator: Calibrator,
 }
 
 /// The shared lanes.
@@ -290,26 +262,15 @@ impl<A: TracyApi> TracySink<A> {
         id
     }
 
-    /// Makes a Tracy context at the current target mapping, or `None` when no id is left.
+    /// Makes a Tracy context whose "GPU" times are host times (module doc, "Clocks"), or
+    /// `None` when no id is left.
     fn new_track(&mut self, name: &str, lane: Option<Lane>) -> Option<usize> {
         let opened = self.opened.as_mut()?;
         let id = opened.reserved.take().or_else(|| self.api.reserve_context())?;
         let now = (self.host_clock)();
-        let target = opened.calibrator.target;
-        let gpu = target.gpu_at(now).floor() as i64;
-        let mapping = if target.rate == 1.0 {
-            self.api.new_context(id, opened.kind, gpu);
-            Mapping { gpu, cpu: now, rate: 1.0 }
-        } else {
-            // A new context's rate is 1: start it in the past and calibrate at once.
-            self.api.new_context(id, opened.kind, gpu - RATE_SPAN_NS);
-            let cpu_delta = (target.rate * RATE_SPAN_NS as f64).round() as i64;
-            self.api.calibrate(id, gpu, cpu_delta);
-            Mapping { gpu, cpu: now, rate: cpu_delta as f64 / RATE_SPAN_NS as f64 }
-        };
+        self.api.new_context(id, opened.kind, now);
         self.api.name_context(id, name);
-        let version = opened.calibrator.version;
-        self.tracks.push(Track { id, lane, mapping, version, last_time: 0, frontier: None });
+        self.tracks.push(Track { id, lane, last_time: now });
         Some(self.tracks.len() - 1)
     }
 
@@ -365,57 +326,6 @@ impl<A: TracyApi> TracySink<A> {
         Ok(track)
     }
 
-    /// Brings a track's mapping toward the target before a batch whose first time is `begin`,
-    /// never so far that the lane moves back (module doc).
-    fn recalibrate(&mut self, track: usize, begin: i64) {
-        let Some(opened) = &self.opened else { return };
-        let calibrator = &opened.calibrator;
-        let track = &mut self.tracks[track];
-        if track.version == calibrator.version {
-            return;
-        }
-        let (old, target) = (track.mapping, calibrator.target);
-        // How far a mapping falls short of showing `begin` no earlier than the lane's latest
-        // time, and the lane's earlier times no earlier than they were shown.
-        let short = |new: &Mapping| match track.frontier {
-            None => 0.0,
-            Some(last) => {
-                (old.at(begin.min(last)) - new.at(begin)).max(old.at(last) - new.at(begin.max(last))).max(0.0)
-            }
-        };
-        let lift = short(&target);
-        let now = (self.host_clock)();
-        // A lower GPU time at `now` shows every time later: round down.
-        let mut gpu = (target.gpu_at(now) - lift / target.rate).floor() as i64;
-        // Rounding `cpu_delta` tilts the rate a little: check with the mapping Tracy will hold.
-        for _ in 0..4 {
-            let gpu_delta = gpu - old.gpu;
-            if gpu_delta <= 0 {
-                // Tracy divides by the GPU step; keep the old mapping until time moves on.
-                return;
-            }
-            let cpu_delta =
-                if target.rate == 1.0 { gpu_delta } else { (target.rate * gpu_delta as f64).round() as i64 };
-            if cpu_delta <= 0 {
-                return;
-            }
-            let new = Mapping { gpu, cpu: now, rate: cpu_delta as f64 / gpu_delta as f64 };
-            let missing = short(&new);
-            if missing > 0.0 {
-                gpu -= (missing / new.rate).ceil() as i64 + 1;
-                continue;
-            }
-            if new.rate != old.rate || (new.at(begin) - old.at(begin)).abs() >= 0.5 {
-                self.api.calibrate(track.id, gpu, cpu_delta);
-                track.mapping = new;
-            }
-            if lift == 0.0 {
-                track.version = calibrator.version;
-            }
-            return;
-        }
-    }
-
     fn emit(&mut self, context: u8, zones: &[Zone], step: Step) {
         let query = self.take_query();
         match step {
@@ -460,13 +370,7 @@ impl<A: TracyApi> Sink for TracySink<A> {
             name: info.name.clone(),
             kind: TracyGpuKind::for_backend(info.backend),
             reserved: Some(reserved),
-            calibrator: Calibrator::new(info.base),
         });
-        Ok(())
-    }
-
-    fn calibrate(&mut self, _info: &ContextInfo, pair: Calibration) -> io::Result<()> {
-        self.opened.as_mut().ok_or_else(not_opened)?.calibrator.observe(pair);
         Ok(())
     }
 
@@ -509,14 +413,10 @@ impl<A: TracyApi> Sink for TracySink<A> {
                 ),
             ));
         }
-        self.recalibrate(track, first.gpu_begin_ns);
         let context = self.tracks[track].id;
         walk(zones, &mut open, |step| self.emit(context, zones, step));
         self.open = open;
-        let track = &mut self.tracks[track];
-        track.last_time = last;
-        let latest = zones.iter().map(|z| z.gpu_end_ns).max().unwrap_or(last);
-        track.frontier = Some(track.frontier.map_or(latest, |f| f.max(latest)));
+        self.tracks[track].last_time = last;
         Ok(())
     }
 }
