@@ -13,7 +13,8 @@
 //! - [`SimBackend::realtime`]: time is the host's monotonic clock.
 //!
 //! Failures can be injected ([`SimBackend::fail_event_creation_after`],
-//! [`SimBackend::fail_records`], [`SimBackend::fail_elapsed`]) to test error paths.
+//! [`SimBackend::fail_records`], [`SimBackend::fail_elapsed`], and a panic with
+//! [`SimBackend::panic_in_elapsed`]) to test error paths.
 //!
 //! Graphs follow the CUDA backend's rule (docs/cuda.md): a graph's zones time its FIRST
 //! launch only. Reading a graph zone's event before that launch fails with code
@@ -51,6 +52,7 @@ struct Gpu {
     creations_left: AtomicI64,
     record_failures: AtomicU32,
     elapsed_failures: AtomicU32,
+    elapsed_panics: AtomicU32,
     /// When the work queued on any stream finishes (the GPU is busy until then).
     busy_until: AtomicI64,
     /// How late a busy GPU stamps an event recorded on an idle stream (`set_late_records`).
@@ -121,6 +123,7 @@ impl SimBackend {
                 creations_left: AtomicI64::new(-1),
                 record_failures: AtomicU32::new(0),
                 elapsed_failures: AtomicU32::new(0),
+                elapsed_panics: AtomicU32::new(0),
                 busy_until: AtomicI64::new(0),
                 late_ns: AtomicI64::new(0),
             }),
@@ -254,6 +257,11 @@ impl SimBackend {
         self.gpu.elapsed_failures.store(n, Ordering::Relaxed);
     }
 
+    /// The next `n` elapsed-time reads panic (a buggy backend: the crate must survive it).
+    pub fn panic_in_elapsed(&self, n: u32) {
+        self.gpu.elapsed_panics.store(n, Ordering::Relaxed);
+    }
+
     fn stamp_time(&self, stream: &SimStream) -> i64 {
         let now = self.now();
         let queued = stream.busy_until.load(Ordering::Acquire);
@@ -354,6 +362,9 @@ impl Backend for SimBackend {
     }
 
     fn elapsed_ms(&self, start: &SimEvent, end: &SimEvent) -> Result<Option<f32>, BackendError> {
+        if Self::injected(&self.gpu.elapsed_panics) {
+            panic!("sim::elapsed_ms: injected panic");
+        }
         if Self::injected(&self.gpu.elapsed_failures) {
             return Err(BackendError::new("sim::elapsed_ms", "injected failure"));
         }

@@ -42,21 +42,60 @@ use crate::shared::record::EventRecord;
 use crate::shared::Inner;
 use crate::sink::Sink;
 use crate::slots::pool::Pool;
-use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicBool, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU32, AtomicU64, Mutex, Ordering};
 use emit::Emitter;
 use read::{read_phase, ReadOutcome};
 
+/// `Collector::state`: set while a flush keeps new readers out.
+const FLUSHING: u64 = 1 << 63;
+/// `Collector::state`: a `collect` came while a flush kept readers out; the flush collects
+/// once more for it before returning.
+const MISSED: u64 = 1 << 62;
+/// `Collector::state`: the collectors in their read phase now.
+const READERS: u64 = MISSED - 1;
+
 /// One context's collection: the shared state it empties, the emitter's state behind its
-/// lock, and the words of the read/flush hand-off.
+/// lock, and the word of the read/flush hand-off.
 pub(crate) struct Collector<B: Backend> {
     pub(crate) inner: Arc<Inner<B>>,
     /// The emitting collector's state: one emitter at a time.
     emitter: Mutex<Emitter<B>>,
-    /// Collectors in their read phase now, and whether a flush keeps new ones out.
-    readers: AtomicUsize,
-    flushing: AtomicBool,
+    /// [`FLUSHING`], [`MISSED`] and the count of readers ([`READERS`]), in one word so that
+    /// a reader entering and a flush starting or ending are ordered by one modification
+    /// order: every change is a read-modify-write.
+    state: AtomicU64,
     /// Where a contended read phase starts re-probing lanes (read.rs).
     probe_cursor: AtomicU32,
+}
+
+/// A collector in its read phase: leaves it (`state` minus one reader) when dropped, also if
+/// a backend or an allocation unwinds through the read.
+struct Reading<'a>(&'a AtomicU64);
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        // Release: the lists this reader pushed are visible to the flush that sees the count
+        // drop (its SeqCst read-modify-write acquires).
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// A flush keeping readers out: lets them in again when dropped, also if the flush unwinds.
+struct Flushing<'a>(&'a AtomicU64);
+
+impl Flushing<'_> {
+    /// Lets readers in again; whether a `collect` was turned away meanwhile.
+    fn end(self) -> bool {
+        let missed = self.0.fetch_and(!(FLUSHING | MISSED), Ordering::SeqCst) & MISSED != 0;
+        std::mem::forget(self);
+        missed
+    }
+}
+
+impl Drop for Flushing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_and(!(FLUSHING | MISSED), Ordering::SeqCst);
+    }
 }
 
 impl<B: Backend> Collector<B> {
@@ -73,38 +112,19 @@ impl<B: Backend> Collector<B> {
         Ok(Self {
             inner: Arc::new(Inner::new(backend, config, pool, info)),
             emitter: Mutex::new(emitter),
-            readers: AtomicUsize::new(0),
-            flushing: AtomicBool::new(false),
+            state: AtomicU64::new(0),
             probe_cursor: AtomicU32::new(0),
         })
     }
 
     /// `TracingContext::collect`.
     pub(crate) fn collect(&self) -> Result<Collected, CollectError> {
-        let inner = &*self.inner;
-        let outcome = self.read(false);
+        // Turned away by a flush: it collects once more for this call before it returns.
+        let Some(outcome) = self.read() else { return Ok(Collected::Busy) };
         let mut report =
             CollectReport { read_lists: outcome.read, errors: outcome.errors, ..Default::default() };
         let mut error = outcome.error;
-        let mut emitted = false;
-        // Lists read by a caller that found the emitter busy are emitted by the emitter: after
-        // unlocking, it looks at the read queue once more. SeqCst fences on both sides (a
-        // reader's push then try_lock; the emitter's unlock then look) make sure one of the
-        // two sees the other, so no read list is left behind until the next collect.
-        loop {
-            crate::sync::fence_seq_cst();
-            let Some(mut emitter) = try_lock(&self.emitter) else { break };
-            if let Some(e) = emitter.emit_phase(inner, false, false, &mut report) {
-                error.get_or_insert(e);
-            }
-            report.pending_lists = emitter.waiting_lists() + outcome.retried;
-            emitted = true;
-            drop(emitter);
-            crate::sync::fence_seq_cst();
-            if inner.read.is_empty_now() && lock(&inner.void_places).is_empty() {
-                break;
-            }
-        }
+        let emitted = self.emit_handed_off(&mut report, &mut error, outcome.retried);
         match error {
             Some(error) => Err(CollectError { error, report }),
             None if emitted => Ok(Collected::Done(report)),
@@ -112,57 +132,101 @@ impl<B: Backend> Collector<B> {
         }
     }
 
-    /// Phase 1 of a collect, unless a flush is running (then nothing: the flush reads).
-    fn read(&self, wait: bool) -> ReadOutcome {
-        // Dekker with the flush: each side writes its own word, then reads the other's with a
-        // read-modify-write (SeqCst), which reads the latest value: either this reader sees
-        // the flush's flag, or the flush sees this reader's count and waits for it. (A plain
-        // SeqCst load would do on hardware; loom models only the RMW form as SeqCst.)
-        let others = self.readers.fetch_add(1, Ordering::SeqCst);
-        let outcome = if self.flushing.fetch_or(false, Ordering::SeqCst) {
-            ReadOutcome::default()
-        } else {
-            read_phase(&self.inner, &self.probe_cursor, wait, others > 0)
-        };
-        // Release: the lists this reader pushed are visible to a flush that sees the count.
-        self.readers.fetch_sub(1, Ordering::Release);
-        outcome
-    }
-
-    /// Waits for everything submitted so far and collects it all; `force` also emits lists
-    /// whose earlier lane neighbour never came (only when no list can come any more). Waits
-    /// for a concurrent emitter first.
-    pub(crate) fn flush(&self, force: bool) -> Result<CollectReport, CollectError> {
-        let mut emitter = lock(&self.emitter);
+    /// Emits what is read, if no one else is emitting: lists read by a caller that found the
+    /// emitter busy are emitted by the emitter, which looks at the read queue once more after
+    /// unlocking. SeqCst fences on both sides (a reader's push then `try_lock`; the emitter's
+    /// unlock then look) make sure one of the two sees the other, so no read list is left
+    /// behind until the next collect. Whether this call emitted.
+    fn emit_handed_off(&self, report: &mut CollectReport, error: &mut Option<Error>, retried: usize) -> bool {
         let inner = &*self.inner;
-        let mut report = CollectReport::default();
-        let mut error = None;
-        // SeqCst RMWs: see `read`.
-        self.flushing.swap(true, Ordering::SeqCst);
-        // Also Acquire: pairs with the readers' Release decrement: their lists are on the
-        // queues.
-        while self.readers.fetch_add(0, Ordering::SeqCst) != 0 {
-            spin_wait();
-        }
+        let mut emitted = false;
         loop {
-            let outcome = read_phase(inner, &self.probe_cursor, true, false);
-            report.read_lists += outcome.read;
-            report.errors += outcome.errors;
-            if let Some(e) = outcome.error {
+            crate::sync::fence_seq_cst();
+            let Some(mut emitter) = try_lock(&self.emitter) else { break };
+            if let Some(e) = emitter.emit_phase(inner, false, false, report) {
                 error.get_or_insert(e);
             }
-            if let Some(e) = emitter.emit_phase(inner, true, force, &mut report) {
-                error.get_or_insert(e);
-            }
-            if !outcome.took {
+            report.pending_lists = emitter.waiting_lists() + retried;
+            emitted = true;
+            drop(emitter);
+            crate::sync::fence_seq_cst();
+            if inner.read.is_empty_now() && lock(&inner.void_places).is_empty() {
                 break;
             }
         }
-        self.flushing.store(false, Ordering::SeqCst);
+        emitted
+    }
+
+    /// Phase 1 of a collect; `None` when a flush keeps readers out (it is told, and collects
+    /// once more before it returns).
+    fn read(&self) -> Option<ReadOutcome> {
+        // One read-modify-write (SeqCst) on the word the flush also changes with RMWs: either
+        // this reader enters before the flush starts (and the flush waits for it to leave),
+        // or it sees the flush and marks itself missed before the flush ends (and the flush
+        // collects again), or it comes after the flush ended and reads as usual.
+        let entered = self.state.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+            Some(if s & FLUSHING != 0 { s | MISSED } else { s + 1 })
+        });
+        let before = entered.unwrap_or_else(|s| s);
+        if before & FLUSHING != 0 {
+            return None;
+        }
+        let _reading = Reading(&self.state);
+        Some(read_phase(&self.inner, &self.probe_cursor, false, before & READERS > 0))
+    }
+
+    /// Waits for every list submitted before the call, collects them all in one round, and
+    /// flushes the sinks; `force` also emits lists whose earlier lane neighbour never came
+    /// (only when no list can come any more). Waits for a concurrent emitter first. Lists
+    /// submitted during the flush are not waited for (a producer that never stops cannot
+    /// keep it running); those read meanwhile by other collectors are emitted before it
+    /// returns, as are those of a `collect` it turned away.
+    pub(crate) fn flush(&self, force: bool) -> Result<CollectReport, CollectError> {
+        let inner = &*self.inner;
+        let mut report = CollectReport::default();
+        let mut error = None;
+        let mut emitter = lock(&self.emitter);
+        // SeqCst RMWs: see `read`.
+        self.state.fetch_or(FLUSHING, Ordering::SeqCst);
+        let flushing = Flushing(&self.state);
+        // Also Acquire: pairs with the readers' Release decrement: their lists are on the
+        // queues.
+        while self.state.fetch_add(0, Ordering::SeqCst) & READERS != 0 {
+            spin_wait();
+        }
+        let outcome = read_phase(inner, &self.probe_cursor, true, false);
+        report.read_lists += outcome.read;
+        report.errors += outcome.errors;
+        if let Some(e) = outcome.error {
+            error.get_or_insert(e);
+        }
+        if let Some(e) = emitter.emit_phase(inner, true, force, &mut report) {
+            error.get_or_insert(e);
+        }
+        let missed = flushing.end();
         report.pending_lists = emitter.waiting_lists();
         if let Some(e) = emitter.flush_sinks() {
             report.errors += 1;
             error.get_or_insert(e);
+        }
+        drop(emitter);
+        if missed {
+            match self.collect() {
+                Ok(Collected::Done(more)) => report.absorb(more),
+                Ok(Collected::Busy) => {}
+                Err(e) => {
+                    report.absorb(e.report);
+                    error.get_or_insert(e.error);
+                }
+            }
+        } else {
+            let pending = report.pending_lists;
+            let mut more = CollectReport::default();
+            if self.emit_handed_off(&mut more, &mut error, 0) {
+                report.absorb(more);
+            } else {
+                report.pending_lists = pending;
+            }
         }
         match error {
             None => Ok(report),

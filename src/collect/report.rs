@@ -42,3 +42,15 @@ pub struct CollectError {
     /// What the call collected all the same.
     pub report: CollectReport,
 }
+
+impl CollectReport {
+    /// Adds what a later round of the same call did (`pending_lists`: the later round's).
+    pub(crate) fn absorb(&mut self, later: CollectReport) {
+        self.lists += later.lists;
+        self.zones += later.zones;
+        self.failed_lists += later.failed_lists;
+        self.pending_lists = later.pending_lists;
+        self.read_lists += later.read_lists;
+        self.errors += later.errors;
+    }
+}

@@ -1,0 +1,215 @@
+//! Failure modes a runtime meets (issue 18): collects and flushes that race, a backend that
+//! panics while times are read, a producer that never stops while a flush runs. Each test
+//! failed before its fix (the commit that added it says how).
+
+use gpu_event_pool::sim::{SimBackend, SimStream};
+use gpu_event_pool::sink::memory::MemorySink;
+use gpu_event_pool::sink::{ContextInfo, Sink, ZoneBatch};
+use gpu_event_pool::{Collected, Error, TracingContext};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Long enough for any of these steps on a loaded machine; a test that waits longer has hung.
+const HUNG: Duration = Duration::from_secs(20);
+
+/// Records one complete zone on `stream` and submits it.
+fn submit_one(ctx: &TracingContext<SimBackend>, sim: &SimBackend, stream: &SimStream, name: &'static str) {
+    let mut list = ctx.list();
+    list.zone_begin(stream, gpu_event_pool::DynamicLocation::new(name)).unwrap();
+    sim.launch(stream, 1_000);
+    list.zone_end(stream).unwrap();
+    ctx.submit(list).unwrap();
+    sim.advance(10_000);
+}
+
+/// A sink that stops in one of its calls, once armed, until the test lets it go: it says
+/// where it stopped on `stopped`, and waits on `go`.
+#[derive(Clone)]
+struct Gate {
+    armed: Arc<Mutex<Option<Call>>>,
+    stopped: Sender<Call>,
+    go: Arc<Mutex<Receiver<()>>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Zones,
+    Flush,
+}
+
+impl Gate {
+    fn new() -> (Self, Receiver<Call>, Sender<()>) {
+        let (stopped, stopped_rx) = channel();
+        let (go_tx, go) = channel();
+        (Self { armed: Arc::default(), stopped, go: Arc::new(Mutex::new(go)) }, stopped_rx, go_tx)
+    }
+
+    fn arm(&self, call: Call) {
+        *self.armed.lock().unwrap() = Some(call);
+    }
+
+    fn pass(&self, call: Call) {
+        let stop = {
+            let mut armed = self.armed.lock().unwrap();
+            let stop = *armed == Some(call);
+            if stop {
+                *armed = None;
+            }
+            stop
+        };
+        if stop {
+            self.stopped.send(call).unwrap();
+            self.go.lock().unwrap().recv_timeout(HUNG).expect("the test never let the sink go");
+        }
+    }
+}
+
+impl Sink for Gate {
+    fn zones(&mut self, _: &ContextInfo, _: ZoneBatch<'_>) -> std::io::Result<()> {
+        self.pass(Call::Zones);
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.pass(Call::Flush);
+        Ok(())
+    }
+}
+
+/// A flush stopped in `call`; meanwhile another thread submits a complete list and collects
+/// (it finds the emitter busy, or is turned away by the flush). When both calls have
+/// returned, that list has been emitted: design.md section 4 promises a list read while
+/// another caller emits is emitted before both return.
+fn a_list_collected_during_a_flush_is_emitted_before_both_return(call: Call) {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let zones = MemorySink::new();
+    let (gate, stopped, go) = Gate::new();
+    let ctx = TracingContext::builder(sim.clone()).sink(gate.clone()).sink(zones.clone()).build().unwrap();
+    submit_one(&ctx, &sim, &stream, "before");
+    gate.arm(call);
+    std::thread::scope(|s| {
+        let flusher = s.spawn(|| ctx.flush().unwrap());
+        assert_eq!(stopped.recv_timeout(HUNG).unwrap(), call);
+        submit_one(&ctx, &sim, &stream, "during");
+        assert_eq!(ctx.collect().unwrap(), Collected::Busy, "the flush holds the emitter");
+        go.send(()).unwrap();
+        flusher.join().unwrap();
+    });
+    let names: Vec<String> = zones.zones().iter().map(|z| z.location.name().to_owned()).collect();
+    assert_eq!(names, ["before", "during"], "stopped in {call:?}");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "threads wait on each other with real timeouts")]
+fn a_list_read_while_a_flush_flushes_its_sinks_is_emitted_before_both_return() {
+    a_list_collected_during_a_flush_is_emitted_before_both_return(Call::Flush);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "threads wait on each other with real timeouts")]
+fn a_collect_turned_away_by_a_flush_is_collected_by_that_flush() {
+    a_list_collected_during_a_flush_is_emitted_before_both_return(Call::Zones);
+}
+
+/// Runs `f` on another thread and fails the test if it does not return in time.
+fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || tx.send(f()).unwrap());
+    rx.recv_timeout(HUNG).unwrap_or_else(|_| panic!("{what} did not return: it hangs"))
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "a hang is detected with a real timeout")]
+fn a_backend_that_panics_while_a_collect_reads_fails_that_list_and_later_flushes_return() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let zones = MemorySink::new();
+    let ctx = TracingContext::builder(sim.clone()).sink(zones.clone()).build().unwrap();
+    submit_one(&ctx, &sim, &stream, "read by a panicking backend");
+    sim.panic_in_elapsed(1);
+    let error = ctx.collect().unwrap_err();
+    assert!(matches!(&error.error, Error::Backend(e) if e.code.contains("panicked")), "{error}");
+    assert_eq!(error.report.failed_lists, 1);
+
+    submit_one(&ctx, &sim, &stream, "after");
+    let ctx = Arc::new(ctx);
+    let flushed = Arc::clone(&ctx);
+    returns("flush", move || flushed.flush().unwrap());
+    let names: Vec<String> = zones.zones().iter().map(|z| z.location.name().to_owned()).collect();
+    assert_eq!(names, ["after"]);
+    let stats = ctx.stats();
+    assert_eq!((stats.lists_failed, stats.dropped_zones, stats.unaccounted()), (1, 1, 0));
+    let ctx = Arc::into_inner(ctx).unwrap();
+    returns("dropping the last handle", move || drop(ctx));
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "a hang is detected with a real timeout")]
+fn a_backend_that_panics_during_a_flush_fails_that_list_and_later_collects_still_read() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let zones = MemorySink::new();
+    let ctx = Arc::new(TracingContext::builder(sim.clone()).sink(zones.clone()).build().unwrap());
+    submit_one(&ctx, &sim, &stream, "read by a panicking backend");
+    sim.panic_in_elapsed(1);
+    let flushed = Arc::clone(&ctx);
+    let error = returns("flush", move || flushed.flush().unwrap_err());
+    assert!(matches!(&error.error, Error::Backend(e) if e.code.contains("panicked")), "{error}");
+
+    submit_one(&ctx, &sim, &stream, "after");
+    assert!(matches!(ctx.collect().unwrap(), Collected::Done(r) if r.zones == 1), "collects read again");
+    let names: Vec<String> = zones.zones().iter().map(|z| z.location.name().to_owned()).collect();
+    assert_eq!(names, ["after"]);
+    assert_eq!(ctx.stats().unaccounted(), 0);
+}
+
+/// A sink that, for every batch it gets, has the producer submit one more complete list and
+/// waits until it has: a producer that keeps work queued for as long as anyone collects.
+struct Feeder {
+    more: Sender<()>,
+    done: Receiver<()>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Sink for Feeder {
+    fn zones(&mut self, _: &ContextInfo, _: ZoneBatch<'_>) -> std::io::Result<()> {
+        if !self.stop.load(Ordering::Relaxed) && self.more.send(()).is_ok() {
+            let _ = self.done.recv_timeout(HUNG);
+        }
+        Ok(())
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "threads wait on each other with real timeouts")]
+fn a_flush_returns_once_the_lists_submitted_before_it_are_collected_while_a_producer_goes_on() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let (more, more_rx) = channel();
+    let (done_tx, done) = channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = Feeder { more, done, stop: Arc::clone(&stop) };
+    let ctx = TracingContext::builder(sim.clone()).sink(feeder).build().unwrap();
+    submit_one(&ctx, &sim, &stream, "before the flush");
+    std::thread::scope(|s| {
+        let (ctx, sim, stream, stop) = (&ctx, &sim, &stream, &stop);
+        s.spawn(move || {
+            for _ in 0..200 {
+                match more_rx.recv_timeout(Duration::from_millis(20)) {
+                    Ok(()) => submit_one(ctx, sim, stream, "while flushing"),
+                    Err(_) if stop.load(Ordering::Relaxed) => return,
+                    Err(_) => continue,
+                }
+                if done_tx.send(()).is_err() {
+                    return;
+                }
+            }
+        });
+        let report = ctx.flush().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert!(report.lists <= 3, "the flush kept collecting what came after it: {report:?}");
+        assert!(report.lists >= 1, "{report:?}");
+    });
+}
