@@ -508,7 +508,7 @@ fn a_panicking_sink_loses_no_slot_and_no_later_list_and_is_reported() {
     ctx.submit(record(&ctx, &sim, &stream, "b", 100)).unwrap();
     sim.advance(1_000);
     let err: CollectError = ctx.collect().unwrap_err();
-    assert!(matches!(err.error, Error::SinkPanicked(ref m) if m == "sink bug"), "{err:?}");
+    assert!(matches!(err.error, Error::SinkPanicked(ref m) if m.contains("sink bug")), "{err:?}");
     assert_eq!((err.report.lists, err.report.zones), (2, 2), "both lists were collected");
     assert_eq!(names(&memory.zones()), ["a", "b"], "the other sink got every batch");
     let stats = ctx.stats();

@@ -6,8 +6,8 @@ use gpu_event_pool::sim::{SimBackend, SimStream};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::{ContextInfo, Sink, ZoneBatch};
 use gpu_event_pool::{Collected, Error, TracingContext};
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -212,4 +212,133 @@ fn a_flush_returns_once_the_lists_submitted_before_it_are_collected_while_a_prod
         assert!(report.lists <= 3, "the flush kept collecting what came after it: {report:?}");
         assert!(report.lists >= 1, "{report:?}");
     });
+}
+
+/// A sink that panics on every batch, counting the calls.
+struct AlwaysPanics(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Sink for AlwaysPanics {
+    fn zones(&mut self, _: &ContextInfo, _: ZoneBatch<'_>) -> std::io::Result<()> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        panic!("sink bug");
+    }
+}
+
+#[test]
+fn a_sink_that_panics_is_reported_once_and_never_called_again() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let zones = MemorySink::new();
+    let ctx = TracingContext::builder(sim.clone())
+        .sink(AlwaysPanics(Arc::clone(&calls)))
+        .sink(zones.clone())
+        .build()
+        .unwrap();
+    let mut reported = 0;
+    for name in ["a", "b", "c"] {
+        submit_one(&ctx, &sim, &stream, name);
+        match ctx.collect() {
+            Err(e) => {
+                assert!(matches!(&e.error, Error::SinkPanicked(m) if m.contains("sink bug")), "{e}");
+                reported += 1;
+            }
+            Ok(Collected::Done(r)) => assert_eq!(r.zones, 1),
+            Ok(Collected::Busy) => panic!("no other collector"),
+        }
+    }
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "the panicking sink was called again");
+    assert_eq!(reported, 1);
+    assert_eq!(zones.zones().len(), 3, "the other sink got every batch");
+    let stats = ctx.stats();
+    assert_eq!((stats.sinks_stopped, stats.unaccounted()), (1, 0));
+}
+
+/// A sink that fails every batch with an I/O error.
+struct Full;
+
+impl Sink for Full {
+    fn zones(&mut self, _: &ContextInfo, _: ZoneBatch<'_>) -> std::io::Result<()> {
+        Err(std::io::Error::other("disk full"))
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "a collector thread on the real clock")]
+fn background_collection_hands_its_failures_to_the_error_handler() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let (failed, failures) = channel();
+    let failed = Mutex::new(failed);
+    let ctx = TracingContext::builder(sim.clone())
+        .name("gpu 3")
+        .collect_every(Duration::from_millis(1))
+        .sink(Full)
+        .on_error(move |context, error| {
+            let _ = failed.lock().unwrap().send(format!("{}: {error}", context.name));
+        })
+        .build()
+        .unwrap();
+    submit_one(&ctx, &sim, &stream, "lost to a full disk");
+    let failure = failures.recv_timeout(HUNG).expect("the handler was never called");
+    assert!(failure.starts_with("gpu 3: sink failed: disk full"), "{failure}");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "a collector thread on the real clock")]
+fn a_collector_thread_hands_the_failures_of_every_context_to_its_handler() {
+    let thread = gpu_event_pool::CollectorThread::spawn(Duration::from_millis(1)).unwrap();
+    let (failed, failures) = channel();
+    let failed = Mutex::new(failed);
+    thread.on_error(move |context, error| {
+        let _ = failed.lock().unwrap().send(format!("{}: {error}", context.name));
+    });
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let ctx = TracingContext::builder(sim.clone()).name("gpu 5").sink(Full).build().unwrap();
+    thread.add(&ctx);
+    submit_one(&ctx, &sim, &stream, "lost to a full disk");
+    let failure = failures.recv_timeout(HUNG).expect("the handler was never called");
+    assert!(failure.starts_with("gpu 5: sink failed: disk full"), "{failure}");
+}
+
+/// A logger that keeps every record, for the default error handler's test.
+struct Kept(Mutex<Vec<String>>);
+
+impl log::Log for Kept {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        self.0.lock().unwrap().push(format!("{} {} {}", record.level(), record.target(), record.args()));
+    }
+    fn flush(&self) {}
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "a collector thread on the real clock")]
+fn by_default_background_failures_are_logged_as_warnings() {
+    static KEPT: Kept = Kept(Mutex::new(Vec::new()));
+    log::set_logger(&KEPT).unwrap();
+    log::set_max_level(log::LevelFilter::Warn);
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let ctx = TracingContext::builder(sim.clone())
+        .name("gpu 7")
+        .collect_every(Duration::from_millis(1))
+        .sink(Full)
+        .build()
+        .unwrap();
+    submit_one(&ctx, &sim, &stream, "lost to a full disk");
+    let deadline = std::time::Instant::now() + HUNG;
+    while KEPT.0.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let logged = KEPT.0.lock().unwrap().clone();
+    assert!(
+        logged.iter().any(|l| l.starts_with("WARN gpu_event_pool")
+            && l.contains("\"gpu 7\"")
+            && l.contains("disk full")),
+        "{logged:?}"
+    );
 }

@@ -451,7 +451,11 @@ fn a_lane_gets_its_context_when_it_first_emits_named_after_the_context_and_typed
             panic!("expected a new context, got {messages:?}");
         };
         assert_eq!((*context, *sent), (254, kind));
-        assert_eq!(*gpu, info(backend).base.host_ns + 250, "its clock is the host clock, read when it is made");
+        assert_eq!(
+            *gpu,
+            info(backend).base.host_ns + 250,
+            "its clock is the host clock, read when it is made"
+        );
         assert_eq!(messages[1], Msg::Name { context: 254, name: "render queue / stream 1".to_owned() });
         assert_eq!(sink.context_ids(), [254]);
     }

@@ -32,7 +32,10 @@ pub(crate) struct Emitter<B: Backend> {
     /// Per lane, the latest end emitted on it (the order guard, see `keep_lane_order`).
     lane_end: HashMap<Lane, LaneEnd>,
     taken: Vec<u32>,
-    sinks: Vec<Box<dyn Sink>>,
+    /// The sinks, in the order they were added; `None` once one panicked (never called again).
+    sinks: Vec<Option<Box<dyn Sink>>>,
+    /// How many panicked.
+    stopped: usize,
     info: ContextInfo,
 }
 
@@ -62,7 +65,8 @@ impl<B: Backend> Emitter<B> {
             waiting_lists: 0,
             lane_end: HashMap::new(),
             taken: Vec::new(),
-            sinks,
+            sinks: sinks.into_iter().map(Some).collect(),
+            stopped: 0,
             info: info.clone(),
         };
         if let Some(e) = emitter.each_sink(|sink, info| sink.open(info)) {
@@ -71,21 +75,33 @@ impl<B: Backend> Emitter<B> {
         Ok((emitter, info))
     }
 
-    /// Calls `f` on every sink; a sink that fails or panics is reported (the first failure
-    /// is returned) and the others are still called. A panic is caught so that no slot and no
-    /// later list is lost with it.
+    /// Calls `f` on every sink still in service; a sink that fails or panics is reported (the
+    /// first failure is returned) and the others are still called. A panic is caught so that
+    /// no slot and no later list is lost with it, and the sink that panicked is never called
+    /// again (its state is unknown): it is dropped, reported once, and counted in
+    /// `Stats::sinks_stopped`.
     fn each_sink(
         &mut self,
         mut f: impl FnMut(&mut dyn Sink, &ContextInfo) -> std::io::Result<()>,
     ) -> Option<Error> {
         let mut error = None;
-        for sink in &mut self.sinks {
-            let call =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(sink.as_mut(), &self.info)));
+        for index in 0..self.sinks.len() {
+            let Some(sink) = self.sinks[index].as_mut() else { continue };
+            let info = &self.info;
+            let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(sink.as_mut(), info)));
             let failure = match call {
                 Ok(Ok(())) => continue,
                 Ok(Err(e)) => Error::Sink(e),
-                Err(panic) => Error::SinkPanicked(panic_message(panic.as_ref())),
+                Err(panic) => {
+                    let stopped = self.sinks[index].take();
+                    // Dropping it may finish its output; a panic there is its last.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(stopped)));
+                    self.stopped += 1;
+                    Error::SinkPanicked(format!(
+                        "sink {index} panicked: {}; it is not called again",
+                        panic_message(panic.as_ref())
+                    ))
+                }
             };
             error.get_or_insert(failure);
         }
@@ -178,6 +194,7 @@ impl<B: Backend> Emitter<B> {
         self.lane_end.retain(|_, lane| lane.end >= oldest);
         let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         ctx.counters.emitter_ns.fetch_add(spent, Ordering::Relaxed);
+        ctx.counters.sinks_stopped.store(self.stopped, Ordering::Relaxed);
         error
     }
 
@@ -295,8 +312,10 @@ impl<B: Backend> Emitter<B> {
         }
     }
 
-    pub(crate) fn flush_sinks(&mut self) -> Option<Error> {
-        self.each_sink(|sink, _| sink.flush())
+    pub(crate) fn flush_sinks(&mut self, ctx: &Inner<B>) -> Option<Error> {
+        let error = self.each_sink(|sink, _| sink.flush());
+        ctx.counters.sinks_stopped.store(self.stopped, Ordering::Relaxed);
+        error
     }
 }
 

@@ -205,7 +205,7 @@ impl<B: Backend> Collector<B> {
         }
         let missed = flushing.end();
         report.pending_lists = emitter.waiting_lists();
-        if let Some(e) = emitter.flush_sinks() {
+        if let Some(e) = emitter.flush_sinks(inner) {
             report.errors += 1;
             error.get_or_insert(e);
         }

@@ -1,12 +1,12 @@
 //! [`Builder`]: a context's configuration and sinks, then [`Builder::build`].
 
-use super::handle::TracingContext;
+use super::handle::{log_error, ErrorHandler, TracingContext};
 use crate::backend::Backend;
-use crate::collect::Collector;
+use crate::collect::{CollectError, Collector};
 use crate::error::Error;
 use crate::location::Verbosity;
 use crate::shared::config::Config;
-use crate::sink::Sink;
+use crate::sink::{ContextInfo, Sink};
 use crate::slots::pool::Pool;
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ pub struct Builder<B: Backend> {
     /// whole `config(..)` whichever comes first.
     set: Vec<Setter>,
     sinks: Vec<Box<dyn Sink>>,
+    on_error: Option<ErrorHandler>,
 }
 
 /// One setter call of a [`Builder`], kept until `build`.
@@ -83,6 +84,29 @@ impl<B: Backend> Builder<B> {
         self.set.push(Box::new(move |c| c.nvtx_ranges = on));
         self
     }
+    /// Where failures of background collection go: each failed `collect` of the context's
+    /// own collector thread ([`collect_every`](Self::collect_every)) or of a
+    /// [`CollectorThread`](crate::CollectorThread) without a handler of its own, with the
+    /// context it happened in. By default they are logged as warnings through the `log`
+    /// facade (target `gpu_event_pool`). Calls from `collect` and `flush` return their errors
+    /// to the caller instead.
+    ///
+    /// ```
+    /// use gpu_event_pool::{sim::SimBackend, TracingContext};
+    /// use std::sync::{Arc, Mutex};
+    /// let failures = Arc::new(Mutex::new(Vec::new()));
+    /// let seen = Arc::clone(&failures);
+    /// let ctx = TracingContext::builder(SimBackend::realtime())
+    ///     .collect_every(std::time::Duration::from_millis(1))
+    ///     .on_error(move |context, error| seen.lock().unwrap().push(format!("{}: {error}", context.name)))
+    ///     .build()?;
+    /// # drop(ctx);
+    /// # Ok::<(), gpu_event_pool::Error>(())
+    /// ```
+    pub fn on_error(mut self, handler: impl Fn(&ContextInfo, &CollectError) + Send + Sync + 'static) -> Self {
+        self.on_error = Some(std::sync::Arc::new(handler));
+        self
+    }
     /// Adds a sink.
     pub fn sink(mut self, sink: impl Sink + 'static) -> Self {
         self.sinks.push(Box::new(sink));
@@ -91,7 +115,7 @@ impl<B: Backend> Builder<B> {
     /// Builds the context: creates the first page of events and the base event, records the
     /// base event, waits for it, and opens the sinks.
     pub fn build(self) -> Result<TracingContext<B>, Error> {
-        let Builder { backend, mut config, set, sinks } = self;
+        let Builder { backend, mut config, set, sinks, on_error } = self;
         for setter in set {
             setter(&mut config);
         }
@@ -100,7 +124,8 @@ impl<B: Backend> Builder<B> {
         let id = NEXT_CONTEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let collect_every = config.collect_every;
         let collector = Collector::new(backend, config, pool, id, sinks)?;
-        TracingContext::start(collector, collect_every)
+        let on_error = on_error.unwrap_or_else(|| std::sync::Arc::new(log_error));
+        TracingContext::start(collector, collect_every, on_error)
     }
 }
 
@@ -112,6 +137,6 @@ impl<B: Backend> TracingContext<B> {
 
     /// Starts building a context.
     pub fn builder(backend: B) -> Builder<B> {
-        Builder { backend, config: Config::default(), set: Vec::new(), sinks: Vec::new() }
+        Builder { backend, config: Config::default(), set: Vec::new(), sinks: Vec::new(), on_error: None }
     }
 }

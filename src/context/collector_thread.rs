@@ -10,17 +10,20 @@
 //! alive. When the last handle of a context is dropped, the context flushes itself as
 //! always, and the thread forgets it.
 
-use super::handle::{Handles, TracingContext};
+use super::handle::{ErrorHandler, Handles, TracingContext};
 use crate::backend::Backend;
+use crate::collect::CollectError;
 use crate::error::Error;
+use crate::sink::ContextInfo;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// A context as the collector thread holds it.
 trait Served: Send + Sync {
-    /// Collects once, if the context is still open.
-    fn collect(&self);
+    /// Collects once, if the context is still open; a failure goes to `handler`, or to the
+    /// context's own.
+    fn collect(&self, handler: Option<&ErrorHandler>);
     /// Whether the context is still open: it exists and some `TracingContext` handle of it
     /// is left (once the last handle is gone, it has flushed itself).
     fn open(&self) -> bool;
@@ -29,10 +32,9 @@ trait Served: Send + Sync {
 struct WeakContext<B: Backend>(Weak<Handles<B>>);
 
 impl<B: Backend> Served for WeakContext<B> {
-    fn collect(&self) {
+    fn collect(&self, handler: Option<&ErrorHandler>) {
         if let Some(inner) = self.0.upgrade().filter(|inner| inner.has_handles()) {
-            // Failures are counted in the context's stats; the thread goes on.
-            let _ = inner.collect();
+            inner.collect_reporting(handler);
         }
     }
 
@@ -45,6 +47,8 @@ impl<B: Backend> Served for WeakContext<B> {
 struct State {
     stop: bool,
     contexts: Vec<Arc<dyn Served>>,
+    /// Where failures go instead of each context's own handler.
+    on_error: Option<ErrorHandler>,
 }
 
 struct Shared {
@@ -115,6 +119,15 @@ impl CollectorThread {
         self.shared.lock().contexts.push(Arc::new(served));
     }
 
+    /// Sends the failures of this thread's collects to `handler` (with the context they
+    /// happened in) instead of each context's own handler ([`Builder::on_error`], by default a
+    /// warning through the `log` facade).
+    ///
+    /// [`Builder::on_error`]: crate::Builder::on_error
+    pub fn on_error(&self, handler: impl Fn(&ContextInfo, &CollectError) + Send + Sync + 'static) {
+        self.shared.lock().on_error = Some(Arc::new(handler));
+    }
+
     /// How many of the contexts added are still open: some `TracingContext` handle of each
     /// is left.
     pub fn contexts(&self) -> usize {
@@ -139,9 +152,10 @@ fn serve(shared: &Shared, period: Duration) {
         // The pass runs on a copy of the list, unlocked, so that `add` and `contexts` never
         // wait for a collect.
         let pass = state.contexts.clone();
+        let handler = state.on_error.clone();
         drop(state);
         for ctx in &pass {
-            ctx.collect();
+            ctx.collect(handler.as_ref());
         }
         drop(pass);
         state = shared.lock();

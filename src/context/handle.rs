@@ -12,13 +12,25 @@ use crate::sink::ContextInfo;
 use crate::sync::{lock, Arc, AtomicUsize, Ordering};
 use std::time::Duration;
 
+/// What is told of a failure in background collection: the context, and what its `collect`
+/// returned.
+pub(crate) type ErrorHandler = std::sync::Arc<dyn Fn(&ContextInfo, &CollectError) + Send + Sync>;
+
+/// The default [`ErrorHandler`]: a warning through the `log` facade (target
+/// `gpu_event_pool`), which the application routes wherever it routes its logs.
+pub(crate) fn log_error(info: &ContextInfo, error: &CollectError) {
+    log::warn!(target: "gpu_event_pool", "collecting GPU context {:?} (id {}): {error}", info.name, info.id);
+}
+
 /// What every handle of one context shares: its collection, the count of live handles (lists
-/// do not count: the last handle flushes), and the context's own collector thread.
+/// do not count: the last handle flushes), the context's own collector thread, and where
+/// background collection reports its failures.
 pub(crate) struct Handles<B: Backend> {
     collector: Collector<B>,
     count: AtomicUsize,
     /// The context's own collector thread (`Config::collect_every`).
     background: std::sync::Mutex<Option<Background>>,
+    on_error: ErrorHandler,
 }
 
 impl<B: Backend> Handles<B> {
@@ -28,9 +40,12 @@ impl<B: Backend> Handles<B> {
         self.count.load(Ordering::Acquire) > 0
     }
 
-    /// `TracingContext::collect`.
-    pub(crate) fn collect(&self) -> Result<Collected, CollectError> {
-        self.collector.collect()
+    /// A collect for a background thread: a failure goes to `handler`, or to the context's
+    /// own (`Builder::on_error`).
+    pub(crate) fn collect_reporting(&self, handler: Option<&ErrorHandler>) {
+        if let Err(error) = self.collector.collect() {
+            (handler.unwrap_or(&self.on_error))(&self.collector.inner.info, &error);
+        }
     }
 }
 
@@ -105,9 +120,17 @@ impl<B: Backend> Drop for TracingContext<B> {
 
 impl<B: Backend> TracingContext<B> {
     /// The first handle of a new context, with its collector thread if `collect_every`.
-    pub(super) fn start(collector: Collector<B>, collect_every: Option<Duration>) -> Result<Self, Error> {
-        let shared =
-            Handles { collector, count: AtomicUsize::new(1), background: std::sync::Mutex::new(None) };
+    pub(super) fn start(
+        collector: Collector<B>,
+        collect_every: Option<Duration>,
+        on_error: ErrorHandler,
+    ) -> Result<Self, Error> {
+        let shared = Handles {
+            collector,
+            count: AtomicUsize::new(1),
+            background: std::sync::Mutex::new(None),
+            on_error,
+        };
         let ctx = TracingContext { shared: Arc::new(shared) };
         if let Some(period) = collect_every {
             ctx.start_background(period)?;
@@ -261,8 +284,8 @@ impl<B: Backend> TracingContext<B> {
                 let (stopped, wake) = &*signal;
                 let mut stopped_now = crate::sync::lock_std(stopped);
                 while !*stopped_now {
-                    // Failures are counted in the stats; the thread goes on.
-                    let _ = shared.collect();
+                    // Failures go to the error handler; the thread goes on.
+                    shared.collect_reporting(None);
                     stopped_now = match wake.wait_timeout(stopped_now, period) {
                         Ok((guard, _)) => guard,
                         Err(poisoned) => poisoned.into_inner().0,

@@ -57,6 +57,9 @@ pub struct Stats {
     pub lists_shifted: usize,
     /// Batches that a sink failed to take (an error or a caught panic).
     pub sink_failures: usize,
+    /// Sinks that panicked and are no longer called (each is reported once, as
+    /// `Error::SinkPanicked`).
+    pub sinks_stopped: usize,
     /// Host nanoseconds spent emitting: the part of collection that runs on one thread at a
     /// time (placing each list on the timeline, building its zones, the sinks, releasing
     /// slots). Reading times is not in it: concurrent `collect` callers share that.
@@ -91,6 +94,7 @@ impl Stats {
             zones_emitted: get(&c.zones_emitted),
             lists_shifted: get(&c.lists_shifted),
             sink_failures: get(&c.sink_failures),
+            sinks_stopped: get(&c.sinks_stopped),
             emitter_ns: c.emitter_ns.load(Ordering::Relaxed),
         }
     }

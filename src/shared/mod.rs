@@ -33,6 +33,7 @@ pub(crate) struct Counters {
     pub(crate) zones_emitted: AtomicUsize,
     pub(crate) lists_shifted: AtomicUsize,
     pub(crate) sink_failures: AtomicUsize,
+    pub(crate) sinks_stopped: AtomicUsize,
     pub(crate) emitter_ns: AtomicU64,
 }
 
@@ -135,6 +136,7 @@ impl<B: Backend> Inner<B> {
                 zones_emitted: AtomicUsize::new(0),
                 lists_shifted: AtomicUsize::new(0),
                 sink_failures: AtomicUsize::new(0),
+                sinks_stopped: AtomicUsize::new(0),
                 emitter_ns: AtomicU64::new(0),
             },
             info,

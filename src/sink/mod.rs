@@ -4,7 +4,8 @@
 //! home lane of each list: the stream of its first event) arrive in that lane's GPU order;
 //! batches of different lanes interleave. Only the emitting collector calls sinks, and only
 //! one emits at a time, so a sink needs `Send` but not `Sync`, and never sees two calls at
-//! once. A sink that panics is caught and reported; it keeps getting later batches.
+//! once. A sink that panics is caught and reported once, and is never called again (its
+//! state is unknown); the other sinks go on.
 //!
 //! - [`memory`]: keeps zones in memory (tests, in-process analysis).
 //! - [`chrome`]: Chrome trace event JSON, loadable in Perfetto and `chrome://tracing`, on the
