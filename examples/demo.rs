@@ -5,7 +5,12 @@
 //! ```text
 //! cargo run --release --example demo -- --threads 8 --lists 500 --zones 32 --trace out.json
 //! cargo run --release --example demo -- --devices 3
+//! cargo run --release --features tracing --example demo -- --cpu-spans
 //! ```
+//!
+//! With `--cpu-spans` (feature `tracing`), the trace also holds the recording threads' CPU
+//! spans (one per command buffer, through the crate's `tracing` layer) and an arrow from each
+//! zone's launch on its recording thread to the zone on the GPU.
 
 use clap::Parser;
 use gpu_event_pool::sim::SimBackend;
@@ -69,6 +74,20 @@ struct Args {
     #[cfg(feature = "tracy")]
     #[arg(long, value_name = "SECS")]
     tracy_wait: Option<u64>,
+    /// Also write the recording threads' CPU spans into the trace (the crate's `tracing`
+    /// layer), and record launches: an arrow from each zone's recording call to the zone.
+    #[cfg(feature = "tracing")]
+    #[arg(long)]
+    cpu_spans: bool,
+}
+
+impl Args {
+    fn cpu_spans(&self) -> bool {
+        #[cfg(feature = "tracing")]
+        return self.cpu_spans;
+        #[cfg(not(feature = "tracing"))]
+        false
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -206,7 +225,9 @@ impl<G: DemoGpu> Device<G> {
             .verbosity(args.verbosity)
             .sink(memory.clone())
             // On the host clock, exactly: every GPU on the trace's one timeline.
-            .sink(trace.sink().with_backend_clock(gpu.backend()));
+            .sink(trace.sink().with_backend_clock(gpu.backend()))
+            // Launch arrows from the recording threads (with the CPU spans they sit in).
+            .record_launches(args.cpu_spans());
         #[cfg(feature = "tracy")]
         let builder = with_tracy(builder, gpu.backend(), args);
         let ctx =
@@ -238,6 +259,13 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
         .enumerate()
         .map(|(index, gpu)| Device::open(index, gpu, &trace, args))
         .collect::<DemoResult<Vec<_>>>()?;
+    // With CPU spans, the layer keeps the trace open: it is flushed at the end instead.
+    #[cfg(feature = "tracing")]
+    if args.cpu_spans {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(trace.layer()))?;
+    }
+    let cpu_trace = args.cpu_spans().then(|| trace.clone());
     drop(trace);
     #[cfg(feature = "tracy")]
     wait_for_tracy(args);
@@ -253,9 +281,11 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
         let workers: Vec<_> = (0..args.threads)
             .map(|t| {
                 let (devices, bar) = (&devices, &bar);
-                s.spawn(move || record_thread(t, args, devices, bar))
+                std::thread::Builder::new()
+                    .name(format!("recorder {t}"))
+                    .spawn_scoped(s, move || record_thread(t, args, devices, bar))
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let mut errors = 0;
         for worker in workers {
             errors += worker.join().map_err(|_| "a recording thread panicked")??;
@@ -271,7 +301,7 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     for device in devices {
         let flushed = device.ctx.flush()?;
         let (stats, free_walked) = (device.ctx.stats(), device.ctx.free_slots_walked());
-        drop(device.ctx); // the last context to go closes the trace file
+        drop(device.ctx); // the last context to go closes the trace file (without --cpu-spans)
         reports.push(DeviceReport {
             stats,
             free_walked,
@@ -306,10 +336,14 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     }
     println!();
     print_durations(reports.iter().flat_map(|r| &r.zones));
+    if let Some(trace) = cpu_trace {
+        trace.flush()?;
+    }
     println!();
     println!(
-        "trace              {}: one process per GPU (open in https://ui.perfetto.dev or chrome://tracing)",
-        args.trace.display()
+        "trace              {}: one process per GPU{} (open in https://ui.perfetto.dev or chrome://tracing)",
+        args.trace.display(),
+        if args.cpu_spans() { ", one for the CPU spans, launch arrows" } else { "" }
     );
     for (index, report) in reports.iter().enumerate() {
         if report.stats.unaccounted() != 0 || report.free_walked != report.stats.free {
@@ -421,6 +455,9 @@ fn record_thread<G: DemoGpu>(
         let device = &devices[turn % devices.len()];
         let stream = &device.streams[turn / devices.len() % device.streams.len()];
         let stream = stream.lock().unwrap_or_else(|p| p.into_inner());
+        #[cfg(feature = "tracing")]
+        let _span =
+            args.cpu_spans().then(|| tracing::info_span!("record command buffer", list = i).entered());
         let mut list = device.ctx.list();
         errors +=
             usize::from(list.zone_begin(&*stream, location!("command buffer", Verbosity::Coarse)).is_err());

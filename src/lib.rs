@@ -18,7 +18,10 @@
 //!   and, with feature `nvtx`, an NVTX range around each zone on the recording thread.
 //!
 //! The GPU is reached through the [`Backend`] trait: [`sim`] (a simulated GPU, the default)
-//! or `cuda` (feature `cuda`). See `docs/design.md` for the slot states and invariants.
+//! or `cuda` (feature `cuda`). Every slot of the pool is in exactly one state: Free (on the
+//! freelist or in a thread's magazine), Owned (by one list being recorded) or Submitted (in
+//! the queue or held by a collector), so `free + owned + submitted == capacity` always
+//! ([`Stats::unaccounted`] checks it).
 //!
 //! ```
 //! use gpu_event_pool::{location, sim::SimBackend, sink::memory::MemorySink, TracingContext};
@@ -52,13 +55,14 @@
 )]
 
 // The layers, lowest first (docs/design.md, "The layers"): each file imports only files of
-// its own or a lower layer. Leaves: `sync`, `location`, `nvtx`, `error`; beside the layers,
+// its own or a lower layer. Leaves: `sync`, `location`, `launch`, `nvtx`, `error`; beside the layers,
 // `backend` and `sink` (the traits and their implementations, which import only leaves and
 // each other's traits); then `slots`, `shared`, `record`, `collect`, `context`.
 pub mod backend;
 mod collect;
 mod context;
 mod error;
+pub mod launch;
 pub mod location;
 #[cfg(feature = "nvtx")]
 pub mod nvtx;
@@ -81,6 +85,7 @@ pub use collect::{CollectError, CollectReport, Collected};
 pub use context::CollectorThread;
 pub use context::{Builder, Stats, TracingContext};
 pub use error::{ConfigError, Error};
-pub use location::{DynamicLocation, Location, SourceLocation, Verbosity};
+pub use launch::Launch;
+pub use location::{ArgValue, DynamicLocation, Location, SourceLocation, Verbosity};
 pub use record::{EventList, RecordError, SubmitError, ZoneGuard};
 pub use shared::config::Config;

@@ -436,6 +436,23 @@ fn dynamic_locations_use_tracys_allocated_source_locations() {
 }
 
 #[test]
+fn zone_arguments_reach_tracy_in_the_zone_name_and_the_call_site_in_its_location() {
+    let (mut sink, recorder) = opened_sink();
+    let plain = DynamicLocation::new("matmul");
+    let line = line!() + 1;
+    let with_args = DynamicLocation::new("matmul").arg("m", 1024).arg("dtype", "f16");
+    assert_eq!((with_args.file.as_ref(), with_args.line), (file!(), line), "the call site is kept");
+    send(&mut sink, 1, &[zone(plain, 0, 1_000, 2_000), zone(with_args, 0, 2_000, 3_000)]).unwrap();
+
+    let names: Vec<String> = recorder
+        .messages()
+        .into_iter()
+        .filter_map(|m| if let Msg::Begin { name, .. } = m { Some(name) } else { None })
+        .collect();
+    assert_eq!(names, ["matmul", "matmul (m=1024, dtype=f16)"]);
+}
+
+#[test]
 fn a_lane_gets_its_context_when_it_first_emits_named_after_the_context_and_typed_after_the_backend() {
     for (backend, kind) in [("sim", TracyGpuKind::Custom), ("cuda", TracyGpuKind::Cuda)] {
         let now = Arc::new(AtomicI64::new(info(backend).base.host_ns + 250));

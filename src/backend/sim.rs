@@ -16,7 +16,7 @@
 //! [`SimBackend::fail_records`], [`SimBackend::fail_elapsed`], and a panic with
 //! [`SimBackend::panic_in_elapsed`]) to test error paths.
 //!
-//! Graphs follow the CUDA backend's rule (docs/cuda.md): a graph's zones time its FIRST
+//! Graphs follow the CUDA backend's rule (feature `cuda`): a graph's zones time its FIRST
 //! launch only. Reading a graph zone's event before that launch fails with code
 //! `GRAPH_NOT_LAUNCHED` (the collector drops that list's zones, counts them, and goes on);
 //! later launches run the graph's kernels but never stamp an event again, and an event that

@@ -219,9 +219,10 @@ fn build_zones<B: Backend>(ctx: &Inner<B>, slots: &[u32], times: &[i64]) -> Vec<
     let mut open: Vec<usize> = Vec::new();
     for (i, (&index, &t)) in slots.iter().zip(times).enumerate() {
         // Safety: the reader owns the list (taken from a queue).
-        let (lane, ends, begins) = ctx.pool.slot(index).record.with_mut(|r| unsafe {
+        let slot = ctx.pool.slot(index);
+        let (lane, ends, begins, launched) = slot.record.with_mut(|r| unsafe {
             let r = &mut *r;
-            let taken = (r.lane, r.ends, r.begins.take().filter(|_| !r.begin_dropped));
+            let taken = (r.lane, r.ends, r.begins.take().filter(|_| !r.begin_dropped), r.launched);
             if i > 0 {
                 *r = EventRecord::default();
             }
@@ -233,6 +234,8 @@ fn build_zones<B: Backend>(ctx: &Inner<B>, slots: &[u32], times: &[i64]) -> Vec<
             }
         }
         if let Some(location) = begins {
+            // Safety: as above; the launch was written with the record, before submission.
+            let launch = launched.then(|| slot.launch.with(|l| unsafe { *l }));
             open.push(zones.len());
             zones.push(Zone {
                 location,
@@ -242,6 +245,7 @@ fn build_zones<B: Backend>(ctx: &Inner<B>, slots: &[u32], times: &[i64]) -> Vec<
                 gpu_end_ns: i64::MIN,
                 host_begin_ns: 0,
                 host_end_ns: 0,
+                launch,
             });
         }
     }

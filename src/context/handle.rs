@@ -204,6 +204,18 @@ impl<B: Backend> TracingContext<B> {
         self.inner().switches().nvtx()
     }
 
+    /// Turns launch recording on or off ([`Builder::record_launches`](crate::Builder::record_launches))
+    /// for zones begun from now on. Like the other switches, it costs recording no more than
+    /// the one relaxed load they share while off.
+    pub fn set_record_launches(&self, on: bool) {
+        self.inner().set_record_launches(on);
+    }
+
+    /// Whether zones keep their launch ([`set_record_launches`](Self::set_record_launches)).
+    pub fn records_launches(&self) -> bool {
+        self.inner().switches().launches()
+    }
+
     /// A new, empty list for one command buffer. Takes no slot until its first zone.
     #[must_use = "a list records nothing until zones are begun on it, and must be submitted"]
     pub fn list(&self) -> EventList<B> {

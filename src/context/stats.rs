@@ -51,8 +51,9 @@ pub struct Stats {
     /// Zones delivered to the sinks.
     pub zones_emitted: usize,
     /// Lists moved later on their lane by the order guard because rounding would have made
-    /// them overlap the list before (only possible when anchors were 16 ms or more apart:
-    /// docs/design.md, section 8). 0 when the context is collected at least every
+    /// them overlap the list before (only possible when anchors were 16 ms or more apart,
+    /// where an `f32` millisecond distance loses part of a nanosecond). 0 when the context
+    /// is collected at least every
     /// `anchor_interval`.
     pub lists_shifted: usize,
     /// Batches that a sink failed to take (an error or a caught panic).

@@ -15,6 +15,7 @@
 //! collector replays the records with a stack to rebuild the zones.
 
 use crate::backend::{Backend, BackendError, Lane};
+use crate::launch::{thread_number, Launch};
 use crate::location::Location;
 use crate::shared::config::MAX_SLOTS;
 use crate::shared::lanes::LaneSeq;
@@ -245,6 +246,7 @@ impl<B: Backend> EventList<B> {
         let mut error = None;
         let mut opened = None;
         let mut begin_location = None;
+        let mut launches = false;
         if let Some(location) = begin {
             let switches = self.ctx.switches();
             let wanted = switches.level().records(location.level());
@@ -262,6 +264,7 @@ impl<B: Backend> EventList<B> {
                     self.nvtx[self.depth] = crate::nvtx::push(location.name());
                 }
                 begin_location = Some(location);
+                launches = switches.launches();
             } else {
                 opened = Some(SKIPPED);
             }
@@ -270,7 +273,7 @@ impl<B: Backend> EventList<B> {
         let mut output = None;
         if ended.is_some() || begin_location.is_some() {
             let begins = begin_location.is_some();
-            match self.record_event(lane, ended.is_some(), begin_location, record) {
+            match self.record_event(lane, ended.is_some(), begin_location, launches, record) {
                 Ok((slot, out)) => {
                     output = Some(out);
                     if begins {
@@ -306,22 +309,35 @@ impl<B: Backend> EventList<B> {
         lane: Lane,
         ends: bool,
         begins: Option<Location>,
+        launches: bool,
         record: impl FnOnce(&B, &B::Event) -> Result<R, crate::BackendError>,
     ) -> Result<(u32, R), RecordError> {
         let index = self.take_slot()?;
         let pool = &self.ctx.pool;
         let slot = pool.slot(index);
-        let out = match record(&self.ctx.backend, &slot.event) {
+        let backend = &self.ctx.backend;
+        let launch_begin = launches.then(|| backend.host_now_ns());
+        let out = match record(backend, &slot.event) {
             Ok(out) => out,
             Err(e) => {
                 self.untake_slot(index);
                 return Err(e.into());
             }
         };
+        let launched = match launch_begin {
+            Some(begin) => {
+                let launch = Launch::new(begin, backend.host_now_ns(), thread_number());
+                // Safety: the slot is Owned by this list, as for its record below.
+                slot.launch.with_mut(|l| unsafe { *l = launch });
+                true
+            }
+            None => false,
+        };
         // Safety: the slot is Owned by this list (taken from its reservation), so no other
         // thread reads or writes its record until the list is submitted or dropped.
-        slot.record
-            .with_mut(|r| unsafe { *r = EventRecord { lane, ends, begins, ..EventRecord::default() } });
+        slot.record.with_mut(|r| unsafe {
+            *r = EventRecord { lane, ends, begins, launched, ..EventRecord::default() };
+        });
         if self.used.len == 0 {
             self.used.first = index;
             self.home = Some(self.ctx.lanes.next(lane));

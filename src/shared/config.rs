@@ -28,7 +28,9 @@ pub struct Config {
     pub verbosity: Verbosity,
     /// The collector takes a new time anchor when the newest one is older than this. While
     /// anchors are under 16 ms apart (collect at least every 16 ms minus this), every
-    /// timestamp is exact to the nanosecond (docs/design.md, section 8). Default 5 ms.
+    /// timestamp is exact to the nanosecond: each time is read as an `f32` millisecond
+    /// distance from an anchor, which converts back to whole nanoseconds exactly below
+    /// 16 ms. Default 5 ms.
     pub anchor_interval: Duration,
     /// With `Some(period)`, the context runs its own collector thread, which calls
     /// [`TracingContext::collect`](crate::TracingContext::collect) every `period` until the last handle is dropped. Default
@@ -38,6 +40,12 @@ pub struct Config {
     /// [`TracingContext::set_nvtx_ranges`](crate::TracingContext::set_nvtx_ranges) switches it at run time). Default `true`.
     #[cfg(feature = "nvtx")]
     pub nvtx_ranges: bool,
+    /// Whether each zone keeps where and when the host recorded it
+    /// ([`Zone::launch`](crate::sink::Zone::launch): two host clock reads and a thread-local
+    /// per zone begun;
+    /// [`TracingContext::set_record_launches`](crate::TracingContext::set_record_launches)
+    /// switches it at run time). Default `false`.
+    pub record_launches: bool,
 }
 
 impl Default for Config {
@@ -52,6 +60,7 @@ impl Default for Config {
             collect_every: None,
             #[cfg(feature = "nvtx")]
             nvtx_ranges: true,
+            record_launches: false,
         }
     }
 }

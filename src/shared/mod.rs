@@ -58,7 +58,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) counters: Counters,
     pub(crate) info: ContextInfo,
     /// The run-time switches: bits 0-1 the verbosity, bit 2 set while disabled, bit 3 set
-    /// while NVTX ranges are off. Read with one relaxed load per recording call (see
+    /// while NVTX ranges are off, bit 4 set while launches are recorded. Read with one
+    /// relaxed load per recording call (see
     /// `switches`).
     switches: AtomicU8,
     /// Lane names given by the user, not yet delivered to the sinks (the collector does).
@@ -73,6 +74,8 @@ const DISABLED: u8 = 1 << 2;
 /// Bit of `Inner::switches` set while NVTX ranges are off (feature `nvtx`).
 #[cfg(feature = "nvtx")]
 const NVTX_OFF: u8 = 1 << 3;
+/// Bit of `Inner::switches` set while zones keep their launch (`Config::record_launches`).
+const LAUNCHES: u8 = 1 << 4;
 
 /// What the recording path reads of the switches, from one load.
 #[derive(Debug, Clone, Copy)]
@@ -94,6 +97,12 @@ impl Switches {
     pub(crate) fn nvtx(self) -> bool {
         self.0 & NVTX_OFF == 0
     }
+
+    /// Whether a recorded zone keeps its launch (host times and thread).
+    #[inline]
+    pub(crate) fn launches(self) -> bool {
+        self.0 & LAUNCHES != 0
+    }
 }
 
 /// The verbosity in the low bits of `Inner::switches`.
@@ -113,11 +122,13 @@ impl<B: Backend> Inner<B> {
         pool: Pool<B::Event, EventRecord>,
         info: ContextInfo,
     ) -> Self {
-        #[allow(unused_mut)]
         let mut switches = config.verbosity as u8;
         #[cfg(feature = "nvtx")]
         if !config.nvtx_ranges {
             switches |= NVTX_OFF;
+        }
+        if config.record_launches {
+            switches |= LAUNCHES;
         }
         Self {
             backend,
@@ -220,6 +231,11 @@ impl<B: Backend> Inner<B> {
     #[cfg(feature = "nvtx")]
     pub(crate) fn set_nvtx_ranges(&self, on: bool) {
         self.set_switch(NVTX_OFF, !on);
+    }
+
+    /// Turns launch recording on or off.
+    pub(crate) fn set_record_launches(&self, on: bool) {
+        self.set_switch(LAUNCHES, on);
     }
 
     /// Sets or clears one switch bit. Relaxed: see `switches`.

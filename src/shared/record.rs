@@ -18,6 +18,9 @@ pub(crate) struct EventRecord {
     pub(crate) begins: Option<Location>,
     /// The zone begun here was never ended (its end could not be recorded): skip it.
     pub(crate) begin_dropped: bool,
+    /// The slot's `launch` holds where and when the host recorded this begin (only while the
+    /// context records launches).
+    pub(crate) launched: bool,
     /// On a submitted list's first slot only: the list's last slot, length, id, its place in
     /// its home lane's order, and what the collector found.
     pub(crate) list_last: u32,
@@ -50,6 +53,7 @@ impl Default for EventRecord {
             ends: false,
             begins: None,
             begin_dropped: false,
+            launched: false,
             list_last: NIL,
             list_len: 0,
             list_id: 0,

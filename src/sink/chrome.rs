@@ -9,7 +9,11 @@
 //! [`TracingContext::name_stream`](crate::TracingContext::name_stream), else
 //! `stream <key>` / `graph <key>`). `args` carry the file, line, function, list id, nesting
 //! depth and the zone's GPU times (`gpu_begin_ns`, `gpu_end_ns`: nanoseconds since the
-//! context's base event), whichever clock `ts` is on.
+//! context's base event), whichever clock `ts` is on, and the zone's own arguments
+//! ([`DynamicLocation::arg`](crate::DynamicLocation::arg)). A zone with a launch
+//! ([`Builder::record_launches`](crate::Builder::record_launches)) also gets, on the host
+//! clock, a slice on its recording thread's track in the trace's CPU process
+//! ([`ChromeTrace::cpu_pid`]) and a flow arrow (`"ph":"s"` / `"f"`) from it to the zone.
 //!
 //! # Which clock `ts` is on
 //!
@@ -17,8 +21,12 @@
 //! ([`Instant`]: `CLOCK_MONOTONIC` on Linux) since the sink's *origin*, an `Instant` that is
 //! the moment the sink was made unless [`ChromeTraceSink::with_origin`] sets it. A CPU tracer
 //! that writes microseconds since its own start `Instant` (`tracing-chrome` does) lines up
-//! with the GPU zones when both share that origin: see `docs/chrome.md`. A zone is placed
-//! through its host times ([`Zone::host_begin_ns`](super::Zone::host_begin_ns)), which are
+//! with the GPU zones when both share that origin (take the `Instant` right after building
+//! the tracer, give it to `with_origin`, give the sink a `pid` of its own with
+//! [`ChromeTraceSink::with_pid`], and concatenate the two JSON arrays); the crate's
+//! `tracing` layer (feature `tracing`) writes CPU spans into the same trace with no
+//! merging. A zone is placed through its host times
+//! ([`Zone::host_begin_ns`](super::Zone::host_begin_ns)), which are
 //! on the backend's host clock; the sink maps that clock onto `Instant`:
 //!
 //! - exactly, when it knows where the backend's host clock starts
@@ -55,6 +63,7 @@
 //! other writer comes when the last of the trace and its sinks is dropped.
 //! [`ChromeTraceSink::create`] and [`ChromeTraceSink::new`] are a trace with one sink.
 
+use super::chrome_cpu::{micros_raw, signed_ns, write_launch, CpuTracks, FlowEnd, ZoneArgs};
 use super::{ContextInfo, Sink, ZoneBatch};
 use crate::backend::{Backend, Lane};
 use serde::Serialize;
@@ -67,6 +76,10 @@ use std::path::Path;
 // sinks): plain std.
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
+
+/// Added to a context id that is the trace's CPU process id, when the sink has no pid of its
+/// own (`ChromeTraceSink::with_pid`).
+const CPU_PID_COLLISION: u32 = 1 << 16;
 
 /// Which clock a [`ChromeTraceSink`] writes `ts` on (module docs, "Which clock").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -120,14 +133,16 @@ impl Output {
 
 /// The JSON array every sink of one [`ChromeTrace`] writes into. Closed (the trailer written)
 /// when the last of the trace and its sinks drops it.
-struct TraceOutput {
+pub(super) struct TraceOutput {
     out: Output,
     /// Events in the array so far, from every sink.
     events: usize,
+    /// The CPU process's tracks written so far, and the flow ids handed out.
+    pub(super) cpu: CpuTracks,
 }
 
 impl TraceOutput {
-    fn write_event(&mut self, event: &str) -> std::io::Result<()> {
+    pub(super) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
         let separator = if self.events == 0 { "[\n" } else { ",\n" };
         let out = self.out.writer();
         out.write_all(separator.as_bytes())?;
@@ -136,7 +151,7 @@ impl TraceOutput {
         Ok(())
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
+    pub(super) fn flush(&mut self) -> std::io::Result<()> {
         let end = trailer(self.events);
         match &mut self.out {
             Output::Stream(out) => out.flush(),
@@ -195,8 +210,13 @@ impl Drop for TraceOutput {
 /// ```
 #[derive(Clone)]
 pub struct ChromeTrace {
-    out: Arc<Mutex<TraceOutput>>,
-    origin: Instant,
+    pub(super) out: Arc<Mutex<TraceOutput>>,
+    pub(super) origin: Instant,
+    /// Added to every `ts` (nanoseconds): where `origin` is on the wall clock's origin
+    /// ([`ChromeTrace::with_wall_clock_origin`]); 0 otherwise.
+    pub(super) origin_ns: i64,
+    /// The process of CPU tracks (launches, the `tracing` layer's spans).
+    pub(super) cpu_pid: u32,
 }
 
 impl std::fmt::Debug for ChromeTrace {
@@ -207,13 +227,19 @@ impl std::fmt::Debug for ChromeTrace {
 
 /// Locks the shared output, ignoring poisoning: a sink that panicked mid-write can at worst
 /// leave one event cut short, which the next separator does not make worse.
-fn lock(out: &Mutex<TraceOutput>) -> MutexGuard<'_, TraceOutput> {
+pub(super) fn lock(out: &Mutex<TraceOutput>) -> MutexGuard<'_, TraceOutput> {
     out.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl ChromeTrace {
     fn with_output(out: Output) -> Self {
-        Self { out: Arc::new(Mutex::new(TraceOutput { out, events: 0 })), origin: Instant::now() }
+        let out = TraceOutput { out, events: 0, cpu: CpuTracks::default() };
+        Self {
+            out: Arc::new(Mutex::new(out)),
+            origin: Instant::now(),
+            origin_ns: 0,
+            cpu_pid: std::process::id(),
+        }
     }
 
     /// A trace written to `out`, with its origin now. `out` cannot seek, so the closing `]`
@@ -233,6 +259,7 @@ impl ChromeTrace {
     /// the trace was made).
     pub fn with_origin(mut self, origin: Instant) -> Self {
         self.origin = origin;
+        self.origin_ns = 0;
         self
     }
 
@@ -243,6 +270,8 @@ impl ChromeTrace {
             out: Arc::clone(&self.out),
             clock: ChromeClock::Host,
             origin: self.origin,
+            origin_ns: self.origin_ns,
+            cpu_pid: self.cpu_pid,
             backend_origin: None,
             host_offset_ns: 0,
             pid: None,
@@ -283,6 +312,10 @@ pub struct ChromeTraceSink {
     out: Arc<Mutex<TraceOutput>>,
     clock: ChromeClock,
     origin: Instant,
+    /// Added to every `ts` (`ChromeTrace::with_wall_clock_origin`).
+    origin_ns: i64,
+    /// The process of launch slices (`ChromeTrace::with_cpu_pid`).
+    cpu_pid: u32,
     /// Where the backend's host clock reads 0, when known (`with_backend_clock`).
     backend_origin: Option<Instant>,
     /// Added to a backend host time to get nanoseconds since `origin` (set by `open`).
@@ -328,7 +361,7 @@ fn thread_name(pid: u32, tid: u32, name: &str) -> String {
 
 /// The trace's output, locked by one sink for one call (so a batch is never split by
 /// another sink's events), counting what that sink writes.
-struct SinkWriter<'a> {
+pub(super) struct SinkWriter<'a> {
     out: MutexGuard<'a, TraceOutput>,
     events: &'a mut usize,
 }
@@ -338,7 +371,12 @@ impl<'a> SinkWriter<'a> {
         Self { out: lock(out), events }
     }
 
-    fn write_event(&mut self, event: &str) -> std::io::Result<()> {
+    /// The CPU tracks' state, in the same lock.
+    pub(super) fn cpu(&mut self) -> &mut CpuTracks {
+        &mut self.out.cpu
+    }
+
+    pub(super) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
         self.out.write_event(event)?;
         *self.events += 1;
         Ok(())
@@ -376,26 +414,9 @@ struct Args<'a> {
     depth: u32,
     gpu_begin_ns: i64,
     gpu_end_ns: i64,
-}
-
-fn micros_raw(ns: i64) -> std::io::Result<Box<RawValue>> {
-    Ok(RawValue::from_string(micros(ns))?)
-}
-
-/// Nanoseconds as microseconds with exactly three decimals.
-fn micros(ns: i64) -> String {
-    let sign = if ns < 0 { "-" } else { "" };
-    let abs = ns.unsigned_abs();
-    format!("{sign}{}.{:03}", abs / 1000, abs % 1000)
-}
-
-/// `later - earlier` in nanoseconds, negative when `later` is the earlier one.
-fn signed_ns(later: Instant, earlier: Instant) -> i64 {
-    let ns = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
-    match later.checked_duration_since(earlier) {
-        Some(after) => ns(after),
-        None => -ns(earlier - later),
-    }
+    /// The zone's own arguments ([`DynamicLocation::arg`](crate::DynamicLocation::arg)).
+    #[serde(flatten)]
+    zone_args: ZoneArgs<'a>,
 }
 
 impl ChromeTraceSink {
@@ -426,6 +447,7 @@ impl ChromeTraceSink {
     /// ([`ChromeTrace::with_origin`]).
     pub fn with_origin(mut self, origin: Instant) -> Self {
         self.origin = origin;
+        self.origin_ns = 0;
         self
     }
 
@@ -439,7 +461,9 @@ impl ChromeTraceSink {
 
     /// Writes the context's events under process id `pid` instead of the context id: pick
     /// one that no other sink of its [`ChromeTrace`] and no other trace merged with this one
-    /// uses (`tracing-chrome` writes pid 1, and the first context's id is 1).
+    /// uses (`tracing-chrome` writes pid 1, and the first context's id is 1). Without it, a
+    /// context whose id is the trace's CPU process id ([`ChromeTrace::cpu_pid`]: an
+    /// application that is process 1 in a container) writes under its id plus 65536.
     pub fn with_pid(mut self, pid: u32) -> Self {
         self.pid = Some(pid);
         self
@@ -462,7 +486,11 @@ impl ChromeTraceSink {
     }
 
     fn pid(&self, context: &ContextInfo) -> u32 {
-        self.pid.unwrap_or(context.id)
+        match self.pid {
+            Some(pid) => pid,
+            None if context.id == self.cpu_pid => context.id.wrapping_add(CPU_PID_COLLISION),
+            None => context.id,
+        }
     }
 }
 
@@ -472,7 +500,8 @@ impl Sink for ChromeTraceSink {
             Some(backend_origin) => signed_ns(backend_origin, self.origin),
             // The context read its host clock (`base.host_ns`) just before opening its sinks.
             None => signed_ns(Instant::now(), self.origin) - context.base.host_ns,
-        };
+        }
+        .saturating_add(self.origin_ns);
         let name = format!("{} ({})", context.name, context.backend);
         let pid = self.pid(context);
         let meta = json!({"name": "process_name", "ph": "M", "pid": pid,
@@ -522,9 +551,14 @@ impl Sink for ChromeTraceSink {
                     depth: zone.depth,
                     gpu_begin_ns: zone.gpu_begin_ns,
                     gpu_end_ns: zone.gpu_end_ns,
+                    zone_args: ZoneArgs(location.args()),
                 },
             };
             out.write_event(&serde_json::to_string(&event)?)?;
+            if let (ChromeClock::Host, Some(launch)) = (self.clock, zone.launch) {
+                let gpu = FlowEnd { pid, tid, ts_ns: begin };
+                write_launch(&mut out, self.cpu_pid, &launch, self.host_offset_ns, location.name(), gpu)?;
+            }
         }
         Ok(())
     }
@@ -536,28 +570,11 @@ impl Sink for ChromeTraceSink {
 
 #[cfg(test)]
 mod tests {
-    use super::{micros, signed_ns, trailer, TRAILER_LEN};
-    use std::time::{Duration, Instant};
-
-    #[test]
-    fn micros_keep_every_nanosecond() {
-        assert_eq!(micros(0), "0.000");
-        assert_eq!(micros(1), "0.001");
-        assert_eq!(micros(1_234_567), "1234.567");
-        assert_eq!(micros(-1_500), "-1.500");
-    }
+    use super::{trailer, TRAILER_LEN};
 
     #[test]
     fn both_trailers_have_the_length_the_flush_moves_back_over() {
         assert_eq!(trailer(0).len() as i64, TRAILER_LEN);
         assert_eq!(trailer(1).len() as i64, TRAILER_LEN);
-    }
-
-    #[test]
-    fn signed_ns_is_negative_when_the_origin_is_later() {
-        let a = Instant::now();
-        let b = a + Duration::from_nanos(1_500);
-        assert_eq!(signed_ns(b, a), 1_500);
-        assert_eq!(signed_ns(a, b), -1_500);
     }
 }

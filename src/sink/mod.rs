@@ -8,16 +8,25 @@
 //! state is unknown); the other sinks go on.
 //!
 //! - [`memory`]: keeps zones in memory (tests, in-process analysis).
+//! - [`results`]: hands each collected list's zones to a closure or a channel (timings back
+//!   to the application).
 //! - [`chrome`]: Chrome trace event JSON, loadable in Perfetto and `chrome://tracing`, on the
-//!   host clock by default so that it lines up with a CPU trace (`docs/chrome.md`).
+//!   host clock by default so that it lines up with a CPU trace ([`chrome`], "Which clock").
 //! - `tracy`: the Tracy profiler (feature `tracy`).
+//! - `tracing_layer` (feature `tracing`): not a sink but a `tracing-subscriber` layer that
+//!   writes the application's CPU spans into a [`chrome::ChromeTrace`], beside its GPU zones.
 
 pub mod chrome;
+mod chrome_cpu;
 pub mod memory;
+pub mod results;
+#[cfg(feature = "tracing")]
+pub mod tracing_layer;
 #[cfg(feature = "tracy")]
 pub mod tracy;
 
 use crate::backend::Lane;
+use crate::launch::Launch;
 use crate::location::Location;
 
 /// What a sink learns about the context that feeds it.
@@ -62,6 +71,9 @@ pub struct Zone {
     pub host_begin_ns: i64,
     /// End on the host clock, through the latest calibration pair.
     pub host_end_ns: i64,
+    /// Where and when the host recorded the zone's begin: `Some` only while the context
+    /// records launches ([`Builder::record_launches`](crate::Builder::record_launches)).
+    pub launch: Option<Launch>,
 }
 
 impl Zone {
@@ -82,7 +94,14 @@ impl Zone {
             gpu_end_ns,
             host_begin_ns: gpu_begin_ns,
             host_end_ns: gpu_end_ns,
+            launch: None,
         }
+    }
+
+    /// The same zone with this launch (where and when the host recorded it).
+    pub fn with_launch(mut self, launch: Launch) -> Self {
+        self.launch = Some(launch);
+        self
     }
 
     /// The same zone with these host times.

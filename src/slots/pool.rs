@@ -24,6 +24,7 @@ use super::magazine::Magazines;
 use super::submit::SubmissionLinks;
 use super::tally::Tally;
 use crate::backend::BackendError;
+use crate::launch::Launch;
 use crate::sync::consts::{MAGAZINE_SLOTS, MAX_PAGES};
 use crate::sync::{spin_wait, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
 use crossbeam_utils::CachePadded;
@@ -40,6 +41,10 @@ pub(crate) struct Slot<E, R> {
     /// Written only by the slot's owner: the list (Owned) or the collector (Submitted). The
     /// pool never reads it: what a record holds is the layer above's business (`R`).
     pub(crate) record: UnsafeCell<R>,
+    /// Where and when the host recorded the zone begun at this event, written by the slot's
+    /// owner with the record, only while its context records launches (`launch.rs`): kept
+    /// apart from the record so that a record written with launches off is no longer.
+    pub(crate) launch: UnsafeCell<Launch>,
 }
 
 /// Holds the pool's `growing` flag; clears it when dropped, also during a panic.
@@ -324,6 +329,7 @@ impl<E, R> Pool<E, R> {
                 next_submitted: AtomicU32::new(NIL),
                 event: create()?,
                 record: UnsafeCell::new(R::default()),
+                launch: UnsafeCell::new(Launch::default()),
             });
         }
         let page = Box::into_raw(slots.into_boxed_slice()) as *mut Slot<E, R>;

@@ -1,6 +1,9 @@
 //! The Tracy profiler (feature `tracy`): every stream of a tracing context is its own
 //! calibrated Tracy GPU context (a *lane* in Tracy's GPU timeline), and each collected zone
-//! one Tracy GPU zone. `docs/tracy.md` is the user's guide; this is how it works.
+//! one Tracy GPU zone. Connect with the Tracy profiler 0.14.x (protocol 82, the client
+//! `tracy-client` 0.19 bundles through `tracy-client-sys` 0.30); which interfaces the client
+//! listens on is the application's choice (`tracy-client/only-localhost`, or this crate's
+//! `tracy-only-localhost`). This is how the sink works.
 //!
 //! # Lanes
 //!
@@ -81,7 +84,8 @@ pub use ids::{TracyContextIds, TracyGpuKind, MAX_CONTEXTS};
 
 use super::{ContextInfo, Sink, Zone, ZoneBatch};
 use crate::backend::{Backend, Lane};
-use crate::location::{Location, SourceLocation};
+use crate::location::{ArgValue, Location, SourceLocation};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
 
@@ -338,7 +342,7 @@ impl<A: TracyApi> TracySink<A> {
                 }
                 Location::Dynamic(location) => self.api.begin_span_alloc(
                     context,
-                    &location.name,
+                    &name_with_args(&location.name, &location.args),
                     &location.function,
                     &location.file,
                     location.line,
@@ -349,6 +353,18 @@ impl<A: TracyApi> TracySink<A> {
         }
         self.api.upload_gpu_timestamp(context, query, step.time(zones));
     }
+}
+
+/// A zone's name with its arguments, `name (key=value, ...)`: Tracy's GPU zones carry no
+/// text of their own (zone text attaches to CPU zones), so the arguments go into the name
+/// of the location Tracy allocates for the zone. Zones of one name with different arguments
+/// are then told apart in Tracy's statistics.
+fn name_with_args<'a>(name: &'a str, args: &[(Cow<'static, str>, ArgValue)]) -> Cow<'a, str> {
+    if args.is_empty() {
+        return Cow::Borrowed(name);
+    }
+    let args: Vec<String> = args.iter().map(|(key, value)| format!("{key}={value}")).collect();
+    Cow::Owned(format!("{name} ({})", args.join(", ")))
 }
 
 impl<A: TracyApi> Sink for TracySink<A> {
