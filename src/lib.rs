@@ -17,8 +17,8 @@
 //! - zones delivered to [`sink`]s: memory, Chrome/Perfetto JSON, Tracy (feature `tracy`);
 //!   and, with feature `nvtx`, an NVTX range around each zone on the recording thread.
 //!
-//! The GPU is reached through the [`Backend`] trait: [`sim`] (a simulated GPU, the default)
-//! or `cuda` (feature `cuda`). See `docs/design.md` for the slot states and invariants.
+//! The GPU is reached through the [`Backend`] trait: [`sim`] (a simulated GPU, the default),
+//! `cuda` (feature `cuda`) or `vulkan` (feature `vulkan`). See `docs/design.md` for the slot states and invariants.
 //!
 //! ```
 //! use gpu_event_pool::{location, sim::SimBackend, sink::memory::MemorySink, TracingContext};
@@ -75,10 +75,12 @@ pub use slots::{freelist, magazine};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use backend::{sim, Backend, BackendError, Lane};
+pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]
 pub use context::CollectorThread;
+#[cfg(feature = "vulkan")]
+pub use context::QueueSubmitError;
 pub use context::{Builder, Stats, TracingContext};
 pub use error::{ConfigError, Error};
 pub use location::{DynamicLocation, Location, SourceLocation, Verbosity};

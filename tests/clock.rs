@@ -56,8 +56,10 @@ fn run(
 
 /// Every (GPU, host) time of `zones`, begins and ends, sorted by GPU time.
 fn points(zones: &[Zone]) -> Vec<(i64, i64)> {
-    let mut points: Vec<(i64, i64)> =
-        zones.iter().flat_map(|z| [(z.gpu_begin_ns, z.host_begin_ns), (z.gpu_end_ns, z.host_end_ns)]).collect();
+    let mut points: Vec<(i64, i64)> = zones
+        .iter()
+        .flat_map(|z| [(z.gpu_begin_ns, z.host_begin_ns), (z.gpu_end_ns, z.host_end_ns)])
+        .collect();
     points.sort_unstable();
     points
 }

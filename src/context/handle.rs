@@ -192,8 +192,13 @@ impl<B: Backend> TracingContext<B> {
     /// CAS, plus one to return the list's unused reservation).
     ///
     /// Refuses, handing the list back, if it has open zones or belongs to another context.
+    ///
+    /// With a backend whose lists take their place at submission ([`Placement::Submit`](crate::Placement):
+    /// Vulkan), this call is where the list's place in its lane's order is taken: make it
+    /// right after the API's own queue submission of the list's command buffer, under the
+    /// same queue lock, so that both orders agree (`VulkanQueue::submit` does).
     pub fn submit(&self, list: EventList<B>) -> Result<(), SubmitError<B>> {
-        if !Arc::ptr_eq(list.context(), &self.shared.collector.inner) {
+        if !self.owns(&list) {
             return Err(SubmitError::WrongContext { list: Box::new(list) });
         }
         let open = list.open_zones();
@@ -202,6 +207,11 @@ impl<B: Backend> TracingContext<B> {
         }
         list.submit();
         Ok(())
+    }
+
+    /// Whether `list` was made by this context.
+    pub(crate) fn owns(&self, list: &EventList<B>) -> bool {
+        Arc::ptr_eq(list.context(), &self.shared.collector.inner)
     }
 
     /// Collects every submitted list whose events have all completed. Never blocks, neither
