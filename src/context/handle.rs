@@ -138,7 +138,12 @@ impl<B: Backend> TracingContext<B> {
     /// Names `stream` for the sinks (a Tracy GPU lane, a Chrome track). The name reaches the
     /// sinks with the next collect, before any zone collected after it.
     pub fn name_stream(&self, stream: &B::Stream, name: impl Into<String>) {
-        let lane = crate::backend::Lane::Stream(self.inner().backend.stream_key(stream));
+        self.name_lane(crate::backend::Lane::Stream(self.inner().backend.stream_key(stream)), name);
+    }
+
+    /// Names a lane for the sinks, as [`name_stream`](Self::name_stream) does (for a lane
+    /// known by its key: a Vulkan queue's, `VulkanQueue::lane_key`).
+    pub fn name_lane(&self, lane: crate::backend::Lane, name: impl Into<String>) {
         lock(&self.inner().lane_names).push((lane, name.into()));
     }
 
