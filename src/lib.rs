@@ -75,6 +75,11 @@ pub use slots::{freelist, magazine};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The Vulkan guide's example, compiled as a doctest.
+#[cfg(all(doctest, feature = "vulkan"))]
+#[doc = include_str!("../docs/vulkan.md")]
+pub struct VulkanGuideDoctests;
+
 pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]

@@ -201,7 +201,7 @@ impl<B: Backend> TracingContext<B> {
     /// With a backend whose lists take their place at submission ([`Placement::Submit`](crate::Placement):
     /// Vulkan), this call is where the list's place in its lane's order is taken: make it
     /// right after the API's own queue submission of the list's command buffer, under the
-    /// same queue lock, so that both orders agree (`VulkanQueue::submit` does).
+    /// same queue lock, so that both orders agree (`queue_submit` does, feature `vulkan`).
     pub fn submit(&self, list: EventList<B>) -> Result<(), SubmitError<B>> {
         if !self.owns(&list) {
             return Err(SubmitError::WrongContext { list: Box::new(list) });

@@ -214,7 +214,7 @@ impl VulkanBackend {
         let host_ns = i64::try_from(i128::from(monotonic) - self.shared.origin_mono_ns).unwrap_or(i64::MAX);
         Ok(Some(CalibratedPair {
             device_ticks,
-            device_ns: self.shared.scale.to_ns(device_ticks),
+            device_ns: self.shared.scale.ticks_ns(device_ticks),
             host_ns,
             deviation_ns,
         }))

@@ -186,7 +186,7 @@ impl TickScale {
     }
 
     /// Ticks to nanoseconds (for a calibrated time).
-    pub(super) fn to_ns(&self, ticks: u64) -> u128 {
+    pub(super) fn ticks_ns(&self, ticks: u64) -> u128 {
         self.ns(u128::from(ticks & self.mask))
     }
 }

@@ -57,7 +57,7 @@ impl SpinShader {
     pub const SPIRV: &'static [u8] = SPIN_SPIRV;
 
     /// Builds the pipeline on `device` and measures the shader clock's rate (submitting to
-    /// `queue`, under its lock; about 70 ms on lavapipe). Fails with code [`NO_SHADER_CLOCK`] when the
+    /// `queue`, under its lock; about 40 ms on lavapipe). Fails with code [`NO_SHADER_CLOCK`] when the
     /// device cannot read its clock in shaders.
     pub fn load(device: &VulkanDevice, queue: &VulkanQueue) -> Result<Self, BackendError> {
         if !device.has_shader_clock() {
@@ -188,12 +188,12 @@ impl SpinShader {
         }
     }
 
-    /// Ticks per nanosecond: spins of 2 and 20 million ticks, three of each, each in its own
+    /// Ticks per nanosecond: spins of 1 and 6 million ticks, five of each, each in its own
     /// submission between two timestamp queries; the difference of the lengths in ticks over
     /// the difference of the shortest durations.
     fn measure_rate(&self, queue: &VulkanQueue) -> Result<f64, BackendError> {
-        const SHORT: u64 = 2_000_000;
-        const LONG: u64 = 20_000_000;
+        const SHORT: u64 = 1_000_000;
+        const LONG: u64 = 6_000_000;
         let raw = &self.device.device;
         let mut durations: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         let info = vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(2);
@@ -212,7 +212,7 @@ impl SpinShader {
         };
         let alloc =
             vk::CommandBufferAllocateInfo::default().command_pool(scratch.commands).command_buffer_count(1);
-        for round in 0..6 {
+        for round in 0..10 {
             let ticks = if round % 2 == 0 { SHORT } else { LONG };
             let mut times = [0u64; 2];
             // Safety: a command buffer of our own pool, recorded here, submitted once under
