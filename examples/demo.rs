@@ -6,6 +6,7 @@
 //! cargo run --release --example demo -- --threads 8 --lists 500 --zones 32 --trace out.json
 //! cargo run --release --example demo -- --devices 3
 //! cargo run --release --features tracing --example demo -- --cpu-spans
+//! cargo run --release --example demo --features vulkan -- --backend vulkan --lists 50
 //! ```
 //!
 //! With `--cpu-spans` (feature `tracing`), the trace also holds the recording threads' CPU
@@ -17,7 +18,9 @@ use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
-use gpu_event_pool::{location, Backend, Collected, Lane, SourceLocation, Stats, TracingContext, Verbosity};
+use gpu_event_pool::{
+    location, Backend, Collected, EventList, Lane, SourceLocation, Stats, TracingContext, Verbosity,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -98,27 +101,72 @@ enum BackendKind {
     /// spins for its duration (`SpinKernel`).
     #[cfg(feature = "cuda")]
     Cuda,
+    /// The first Vulkan device (built with `--features vulkan`; lavapipe runs it on the CPU):
+    /// each dispatch is a compute shader that spins for its duration (`SpinShader`), each
+    /// stream a lane of the device's queue.
+    #[cfg(feature = "vulkan")]
+    Vulkan,
 }
 
-/// One GPU as the demo drives it: the crate's `Backend`, plus streams and kernels.
+#[cfg(feature = "vulkan")]
+#[path = "demo/vulkan.rs"]
+mod vulkan_gpu;
+
+/// One GPU as the demo drives it: the crate's `Backend`, plus queues and kernels.
 trait DemoGpu: Sync {
     type Backend: Backend + Clone;
+    /// Where command buffers go, one at a time: a stream (sim, CUDA), or a Vulkan queue lane
+    /// with a command pool.
+    type Queue: Send;
     fn backend(&self) -> &Self::Backend;
-    fn new_stream(&self) -> DemoResult<Stream<Self>>;
+    /// A new queue, named `name` in the sinks.
+    fn new_queue(&self, ctx: &TracingContext<Self::Backend>, name: String) -> DemoResult<Self::Queue>;
+    /// The stream one command buffer is recorded on.
+    fn begin(&self, queue: &mut Self::Queue) -> DemoResult<Stream<Self>>;
     /// Queues a kernel that runs for about `ns` nanoseconds.
     fn kernel(&self, stream: &Stream<Self>, ns: i64) -> DemoResult<()>;
+    /// Submits the command buffer and its list.
+    fn submit(
+        &self,
+        ctx: &TracingContext<Self::Backend>,
+        queue: &mut Self::Queue,
+        stream: Stream<Self>,
+        list: EventList<Self::Backend>,
+    ) -> DemoResult<()>;
 }
 
 type Stream<G> = <<G as DemoGpu>::Backend as Backend>::Stream;
 
+/// `DemoGpu`'s queue methods for an API whose stream is its queue (sim, CUDA).
+macro_rules! stream_is_queue {
+    () => {
+        fn begin(&self, queue: &mut Self::Queue) -> DemoResult<Stream<Self>> {
+            Ok(queue.clone())
+        }
+        fn submit(
+            &self,
+            ctx: &TracingContext<Self::Backend>,
+            _queue: &mut Self::Queue,
+            _stream: Stream<Self>,
+            list: gpu_event_pool::EventList<Self::Backend>,
+        ) -> DemoResult<()> {
+            Ok(ctx.submit(list)?)
+        }
+    };
+}
+
 impl DemoGpu for SimBackend {
     type Backend = Self;
+    type Queue = gpu_event_pool::sim::SimStream;
     fn backend(&self) -> &Self {
         self
     }
-    fn new_stream(&self) -> DemoResult<Stream<Self>> {
-        Ok(self.stream())
+    fn new_queue(&self, ctx: &TracingContext<Self>, name: String) -> DemoResult<Self::Queue> {
+        let stream = self.stream();
+        ctx.name_stream(&stream, name);
+        Ok(stream)
     }
+    stream_is_queue!();
     fn kernel(&self, stream: &Stream<Self>, ns: i64) -> DemoResult<()> {
         self.launch(stream, ns);
         Ok(())
@@ -129,6 +177,7 @@ impl DemoGpu for SimBackend {
 mod cuda_gpu {
     use super::{DemoGpu, DemoResult, Stream};
     use gpu_event_pool::backend::cuda::{CudaBackend, SpinKernel};
+    use gpu_event_pool::TracingContext;
 
     /// A CUDA device with the spin kernel loaded in its context.
     pub(super) struct CudaGpu {
@@ -162,12 +211,16 @@ mod cuda_gpu {
 
     impl DemoGpu for CudaGpu {
         type Backend = CudaBackend;
+        type Queue = std::sync::Arc<cudarc::driver::CudaStream>;
         fn backend(&self) -> &CudaBackend {
             &self.cuda
         }
-        fn new_stream(&self) -> DemoResult<Stream<Self>> {
-            Ok(self.cuda.new_stream()?)
+        fn new_queue(&self, ctx: &TracingContext<CudaBackend>, name: String) -> DemoResult<Self::Queue> {
+            let stream = self.cuda.new_stream()?;
+            ctx.name_stream(&stream, name);
+            Ok(stream)
         }
+        stream_is_queue!();
         fn kernel(&self, stream: &Stream<Self>, ns: i64) -> DemoResult<()> {
             Ok(self.spin.launch(stream, ns.max(0) as u64)?)
         }
@@ -198,6 +251,8 @@ fn main() {
         BackendKind::Sim => run((0..devices).map(|_| SimBackend::realtime()).collect(), &args),
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => cuda_gpu::open(devices).and_then(|gpus| run(gpus, &args)),
+        #[cfg(feature = "vulkan")]
+        BackendKind::Vulkan => vulkan_gpu::open(devices).and_then(|gpus| run(gpus, &args)),
     };
     if let Err(message) = result {
         eprintln!("error: {message}");
@@ -211,7 +266,7 @@ struct Device<G: DemoGpu> {
     ctx: TracingContext<G::Backend>,
     memory: MemorySink,
     /// A stream records one command buffer at a time, as a runtime's queue does.
-    streams: Vec<Mutex<Stream<G>>>,
+    streams: Vec<Mutex<G::Queue>>,
 }
 
 impl<G: DemoGpu> Device<G> {
@@ -234,9 +289,7 @@ impl<G: DemoGpu> Device<G> {
             builder.build().map_err(|e| format!("cannot create the tracing context of GPU {index}: {e}"))?;
         let mut streams = Vec::new();
         for i in 0..args.streams {
-            let stream = gpu.new_stream()?;
-            ctx.name_stream(&stream, format!("queue {i}"));
-            streams.push(Mutex::new(stream));
+            streams.push(Mutex::new(gpu.new_queue(&ctx, format!("queue {i}"))?));
         }
         Ok(Self { gpu, ctx, memory, streams })
     }
@@ -453,27 +506,28 @@ fn record_thread<G: DemoGpu>(
     for i in 0..args.lists as usize * devices.len() {
         let turn = thread as usize + i;
         let device = &devices[turn % devices.len()];
-        let stream = &device.streams[turn / devices.len() % device.streams.len()];
-        let stream = stream.lock().unwrap_or_else(|p| p.into_inner());
+        let queue = &device.streams[turn / devices.len() % device.streams.len()];
+        let mut queue = queue.lock().unwrap_or_else(|p| p.into_inner());
+        let stream = device.gpu.begin(&mut queue)?;
         #[cfg(feature = "tracing")]
         let _span =
             args.cpu_spans().then(|| tracing::info_span!("record command buffer", list = i).entered());
         let mut list = device.ctx.list();
         errors +=
-            usize::from(list.zone_begin(&*stream, location!("command buffer", Verbosity::Coarse)).is_err());
+            usize::from(list.zone_begin(&stream, location!("command buffer", Verbosity::Coarse)).is_err());
         for d in 0..args.zones {
             let kernel = (next() % KERNELS.len() as u64) as usize;
             let location = dispatch_location(kernel);
             let step =
-                if d == 0 { list.zone_begin(&*stream, location) } else { list.zone_next(&*stream, location) };
+                if d == 0 { list.zone_begin(&stream, location) } else { list.zone_next(&stream, location) };
             errors += usize::from(step.is_err());
             let base = KERNELS[kernel].1;
             device.gpu.kernel(&stream, base / 2 + (next() % base as u64) as i64)?;
         }
-        errors += usize::from(list.zone_end(&*stream).is_err());
-        errors += usize::from(list.zone_end(&*stream).is_err());
-        drop(stream);
-        device.ctx.submit(list)?;
+        errors += usize::from(list.zone_end(&stream).is_err());
+        errors += usize::from(list.zone_end(&stream).is_err());
+        device.gpu.submit(&device.ctx, &mut queue, stream, list)?;
+        drop(queue);
         bar.inc(1);
     }
     Ok(errors)

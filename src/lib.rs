@@ -17,8 +17,8 @@
 //! - zones delivered to [`sink`]s: memory, Chrome/Perfetto JSON, Tracy (feature `tracy`);
 //!   and, with feature `nvtx`, an NVTX range around each zone on the recording thread.
 //!
-//! The GPU is reached through the [`Backend`] trait: [`sim`] (a simulated GPU, the default)
-//! or `cuda` (feature `cuda`). Every slot of the pool is in exactly one state: Free (on the
+//! The GPU is reached through the [`Backend`] trait: [`sim`] (a simulated GPU, the default),
+//! `cuda` (feature `cuda`) or `vulkan` (feature `vulkan`). Every slot of the pool is in exactly one state: Free (on the
 //! freelist or in a thread's magazine), Owned (by one list being recorded) or Submitted (in
 //! the queue or held by a collector), so `free + owned + submitted == capacity` always
 //! ([`Stats::unaccounted`] checks it).
@@ -79,10 +79,17 @@ pub use slots::{freelist, magazine};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use backend::{sim, Backend, BackendError, Lane};
+/// The Vulkan guide's example, compiled as a doctest.
+#[cfg(all(doctest, feature = "vulkan"))]
+#[doc = include_str!("../docs/vulkan.md")]
+pub struct VulkanGuideDoctests;
+
+pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]
 pub use context::CollectorThread;
+#[cfg(feature = "vulkan")]
+pub use context::QueueSubmitError;
 pub use context::{Builder, Stats, TracingContext};
 pub use error::{ConfigError, Error};
 pub use launch::Launch;

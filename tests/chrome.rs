@@ -458,3 +458,45 @@ fn contexts_of_one_trace_share_its_origin_on_the_host_clock() {
     drop(contexts);
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn zones_that_overlap_without_nesting_go_to_rows_of_their_own_so_nothing_is_falsely_nested() {
+    use gpu_event_pool::sink::{Calibration, ContextInfo, Sink, Zone, ZoneBatch};
+    use gpu_event_pool::Lane;
+    let dir = scratch("overlap-rows");
+    let path = dir.join("trace.json");
+    let mut sink = ChromeTraceSink::create(&path).unwrap().with_clock(ChromeClock::Gpu);
+    let info = ContextInfo {
+        id: 7,
+        name: "vulkan".into(),
+        backend: "vulkan",
+        base: Calibration { gpu_ns: 0, host_ns: 0 },
+    };
+    sink.open(&info).unwrap();
+    let lane = Lane::Stream(1);
+    // A contains B; C, B's sibling, starts before B ends (no barrier between them); D is C's
+    // child; E, A's sibling, starts before A ends; F comes after everything.
+    let zones = [
+        Zone::new(location!("A"), lane, 0, 0, 100),
+        Zone::new(location!("B"), lane, 1, 10, 50),
+        Zone::new(location!("C"), lane, 1, 40, 90),
+        Zone::new(location!("D"), lane, 2, 45, 60),
+        Zone::new(location!("E"), lane, 0, 80, 120),
+        Zone::new(location!("F"), lane, 0, 130, 140),
+    ];
+    sink.zones(&info, ZoneBatch { list_id: 1, zones: &zones }).unwrap();
+    sink.flush().unwrap();
+    let trace = parse(&path);
+    let tid = |name: &str| trace.iter().find(|e| e["ph"] == "X" && e["name"] == name).unwrap()["tid"].clone();
+    assert_eq!((tid("B"), tid("F")), (tid("A"), tid("A")), "nested and later zones share the lane's track");
+    assert_eq!(tid("D"), tid("C"), "a child follows its parent's row");
+    assert_ne!(tid("C"), tid("A"), "C overlaps B without nesting in it");
+    assert!(tid("E") != tid("A") && tid("E") != tid("C"), "E overlaps A and C");
+    let names: Vec<&str> = trace
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["stream 0x1", "stream 0x1 (overlapping 1)", "stream 0x1 (overlapping 2)"]);
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -454,7 +454,9 @@ fn zone_arguments_reach_tracy_in_the_zone_name_and_the_call_site_in_its_location
 
 #[test]
 fn a_lane_gets_its_context_when_it_first_emits_named_after_the_context_and_typed_after_the_backend() {
-    for (backend, kind) in [("sim", TracyGpuKind::Custom), ("cuda", TracyGpuKind::Cuda)] {
+    for (backend, kind) in
+        [("sim", TracyGpuKind::Custom), ("cuda", TracyGpuKind::Cuda), ("vulkan", TracyGpuKind::Vulkan)]
+    {
         let now = Arc::new(AtomicI64::new(info(backend).base.host_ns + 250));
         let (mut sink, recorder) = sink_at(&now);
         sink.open(&info(backend)).unwrap();

@@ -2,14 +2,18 @@
 //!
 //! The crate needs very little from a GPU: timing events that can be recorded on a stream or
 //! added to a graph, a completion check, a blocking wait, the time between two completed
-//! events (as `f32` milliseconds, the way `cuEventElapsedTime` reports it), and a host clock.
+//! events (as `f32` milliseconds, the way `cuEventElapsedTime` reports it, or as exact
+//! nanoseconds where the API gives absolute ticks: [`Backend::elapsed`]), and a host clock.
 //!
 //! - [`sim`]: a simulated GPU (the default, no GPU needed).
 //! - `cuda`: CUDA through `cudarc` (feature `cuda`).
+//! - `vulkan`: Vulkan timestamp queries through `ash` (feature `vulkan`).
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod sim;
+#[cfg(feature = "vulkan")]
+pub mod vulkan;
 
 /// A failure reported by the GPU backend, with the call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,10 +42,58 @@ pub enum Lane {
     Graph(u64),
 }
 
+/// The time from one completed event to another, as a backend read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed {
+    /// Nanoseconds from the first event to the second (negative when the second came first).
+    pub ns: i64,
+    /// Whether `ns` is exact: read from integer ticks (Vulkan), not rounded from `f32`
+    /// milliseconds (CUDA), whose rounding the collector bounds (docs/design.md, section 8).
+    pub exact: bool,
+}
+
+impl Elapsed {
+    /// `f32` milliseconds, rounded to the nearest nanosecond: not exact.
+    pub fn from_ms(ms: f32) -> Self {
+        Self { ns: (f64::from(ms) * 1e6).round() as i64, exact: false }
+    }
+
+    /// Exact nanoseconds.
+    pub fn from_ns(ns: i64) -> Self {
+        Self { ns, exact: true }
+    }
+}
+
+/// When a list takes its place in its home lane's order, which is the GPU's order of the
+/// lists of that lane (docs/design.md, section 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Right after the list records its first event: work runs in the order it is recorded
+    /// (a CUDA stream).
+    FirstRecord,
+    /// When the list is submitted ([`TracingContext::submit`](crate::TracingContext::submit)):
+    /// work runs in the order it is submitted to the queue, whatever order it was recorded in
+    /// (Vulkan command buffers). The application submits the list beside its own queue
+    /// submission, in the same order.
+    Submit,
+}
+
+/// What a recorded event marks, for a backend that records zone begins and ends differently
+/// (Vulkan writes a begin at the top of the pipe, an end at the bottom).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// Begins a zone.
+    Begin,
+    /// Ends a zone.
+    End,
+    /// Ends a zone and begins the next (`zone_next`).
+    EndAndBegin,
+}
+
 /// A GPU API the pool can record timing events with.
 ///
 /// Implementations must be cheap to call from many threads at once: `record` is on the
-/// recording hot path. The collector reads completion through `elapsed_ms` alone (its "not
+/// recording hot path. The collector reads completion through `elapsed` alone (its "not
 /// ready" answer is the completion test); it calls `wait` only in `flush` and when the
 /// context is made. The collector never calls `is_complete` (it is for users and tests).
 pub trait Backend: Send + Sync + 'static {
@@ -54,7 +106,10 @@ pub trait Backend: Send + Sync + 'static {
     /// A node of a graph, used as a dependency of later nodes.
     type GraphNode: Clone;
 
-    /// A short name for reports ("sim", "cuda").
+    /// When a list takes its place in its lane's order. Default: at its first record.
+    const PLACEMENT: Placement = Placement::FirstRecord;
+
+    /// A short name for reports ("sim", "cuda", "vulkan").
     fn name(&self) -> &'static str;
     /// Creates a timing event.
     fn create_event(&self) -> Result<Self::Event, BackendError>;
@@ -66,6 +121,25 @@ pub trait Backend: Send + Sync + 'static {
     fn graph_key(&self, graph: &Self::Graph) -> u64;
     /// Records `event` on `stream`: it completes when the stream reaches this point.
     fn record(&self, event: &Self::Event, stream: &Self::Stream) -> Result<(), BackendError>;
+    /// Records `event` on `stream` for a zone: `mark` says whether it begins or ends one.
+    /// Default: [`record`](Self::record).
+    fn record_mark(
+        &self,
+        event: &Self::Event,
+        stream: &Self::Stream,
+        mark: Mark,
+    ) -> Result<(), BackendError> {
+        let _ = mark;
+        self.record(event, stream)
+    }
+    /// Records `event` on `stream` as the collector's time anchor, and returns the host time
+    /// ([`host_now_ns`](Self::host_now_ns)'s clock) of the moment the GPU clock reads the
+    /// event's time, when the backend knows it (Vulkan's calibrated timestamps). `None` (the
+    /// default, after [`record`](Self::record)): the collector pairs the anchor with the host
+    /// time it read just before recording it.
+    fn record_anchor(&self, event: &Self::Event, stream: &Self::Stream) -> Result<Option<i64>, BackendError> {
+        self.record(event, stream).map(|()| None)
+    }
     /// Adds a node to `graph` that records `event` after `dependencies`.
     fn add_graph_record_node(
         &self,
@@ -80,6 +154,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Milliseconds from `start` to `end`, or `None` if either has not completed yet. Never
     /// blocks (unlike cudarc's `CudaEvent::elapsed_ms`, which synchronizes).
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<Option<f32>, BackendError>;
+    /// The time from `start` to `end`, or `None` if either has not completed yet. Never
+    /// blocks. The collector reads every time through this. Default: [`elapsed_ms`](Self::elapsed_ms),
+    /// rounded to the nanosecond (not exact); a backend that reads absolute ticks overrides
+    /// it with exact nanoseconds (Vulkan).
+    fn elapsed(&self, start: &Self::Event, end: &Self::Event) -> Result<Option<Elapsed>, BackendError> {
+        Ok(self.elapsed_ms(start, end)?.map(Elapsed::from_ms))
+    }
     /// The host clock, in nanoseconds (monotonic, arbitrary origin).
     fn host_now_ns(&self) -> i64;
     /// The [`Instant`](std::time::Instant) at which [`host_now_ns`](Self::host_now_ns) read 0,

@@ -1,7 +1,8 @@
 //! The context's timeline: the anchors, and the one mapping of GPU time to host time.
 //!
 //! GPU times are nanoseconds since the context's base event. CUDA only measures the time
-//! between two completed events, as `f32` milliseconds. An `f32` under 16 ms converts back to
+//! between two completed events, as `f32` milliseconds (a backend that reads integer ticks,
+//! Vulkan, reports exact nanoseconds through `Backend::elapsed`: its bounds are 0). An `f32` under 16 ms converts back to
 //! whole nanoseconds exactly (its step there is at most 0.95 ns); above, up to half a step is
 //! lost (0.95 ns from 16 to 32 ms, 0.125 ms at one hour). So every measured distance is kept
 //! short:
@@ -21,7 +22,7 @@
 //! it does not unwind through the collector.
 
 use super::mapping::{Estimator, HostMapping, Pair, STARTUP_PAIRS};
-use crate::backend::{guarded, Backend, BackendError};
+use crate::backend::{guarded, Backend, BackendError, Elapsed};
 use crate::sink::Calibration;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -47,9 +48,14 @@ pub(crate) fn rounding_bound(ns: i64) -> i64 {
     }
 }
 
-/// `f32` milliseconds to whole nanoseconds, rounded to nearest.
-pub(crate) fn ms_to_ns(ms: f32) -> i64 {
-    (f64::from(ms) * 1e6).round() as i64
+/// How far a reading may be off: 0 when it is exact (a backend that reads integer ticks:
+/// Vulkan), else [`rounding_bound`] (`f32` milliseconds rounded: CUDA).
+pub(crate) fn reading_bound(elapsed: Elapsed) -> i64 {
+    if elapsed.exact {
+        0
+    } else {
+        rounding_bound(elapsed.ns)
+    }
 }
 
 /// An event with a known time: GPU nanoseconds since the base event, and the host time.
@@ -89,9 +95,9 @@ impl<B: Backend> Clock<B> {
         let stream = guarded("create_stream", || backend.create_stream())?;
         let base = guarded("create_event", || backend.create_event())?;
         let spare = guarded("create_event", || backend.create_event())?;
-        guarded("record", || backend.record(&base, &stream))?;
+        let exact = guarded("record_anchor", || backend.record_anchor(&base, &stream))?;
         guarded("wait", || backend.wait(&base))?;
-        let at = Calibration { gpu_ns: 0, host_ns: backend.host_now_ns() };
+        let at = Calibration { gpu_ns: 0, host_ns: exact.unwrap_or_else(|| backend.host_now_ns()) };
         let anchors = VecDeque::from([Anchor { event: base, at, drift: 0 }]);
         let mut clock = Self {
             stream,
@@ -128,8 +134,8 @@ impl<B: Backend> Clock<B> {
                     None => guarded("create_event", || backend.create_event())?,
                 };
                 let host_ns = backend.host_now_ns();
-                match guarded("record", || backend.record(&event, &self.stream)) {
-                    Ok(()) => self.pending = Some((event, host_ns)),
+                match guarded("record_anchor", || backend.record_anchor(&event, &self.stream)) {
+                    Ok(exact) => self.pending = Some((event, exact.unwrap_or(host_ns))),
                     Err(e) => {
                         self.spare.push(event);
                         return Err(e);
@@ -142,13 +148,12 @@ impl<B: Backend> Clock<B> {
         if wait {
             guarded("wait", || backend.wait(event))?;
         }
-        let Some(ms) = guarded("elapsed_ms", || backend.elapsed_ms(newest_event, event))? else {
+        let Some(step) = guarded("elapsed", || backend.elapsed(newest_event, event))? else {
             return Ok(None);
         };
         let (event, host_ns) = self.pending.take().expect("checked above");
-        let step = ms_to_ns(ms);
-        let at = Calibration { gpu_ns: newest.gpu_ns + step, host_ns };
-        self.anchors.push_back(Anchor { event, at, drift: drift + rounding_bound(step) });
+        let at = Calibration { gpu_ns: newest.gpu_ns + step.ns, host_ns };
+        self.anchors.push_back(Anchor { event, at, drift: drift + reading_bound(step) });
         if self.anchors.len() > ANCHORS {
             let oldest = self.anchors.pop_front().expect("more than one");
             self.spare.push(oldest.event);
@@ -165,12 +170,9 @@ impl<B: Backend> Clock<B> {
     /// within the exact range).
     pub(crate) fn place(&self, backend: &B, event: &B::Event) -> Result<Placed, BackendError> {
         let read = |anchor: &Anchor<B::Event>| -> Result<Placed, BackendError> {
-            match guarded("elapsed_ms", || backend.elapsed_ms(&anchor.event, event))? {
-                Some(ms) => {
-                    let distance = ms_to_ns(ms);
-                    Ok((anchor.at.gpu_ns + distance, anchor.drift, rounding_bound(distance)))
-                }
-                None => Err(BackendError::new("elapsed_ms", "a read event became not ready")),
+            match guarded("elapsed", || backend.elapsed(&anchor.event, event))? {
+                Some(distance) => Ok((anchor.at.gpu_ns + distance.ns, anchor.drift, reading_bound(distance))),
+                None => Err(BackendError::new("elapsed", "a read event became not ready")),
             }
         };
         let newest = self.anchors.back().expect("there is always an anchor");

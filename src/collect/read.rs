@@ -10,7 +10,6 @@
 //! call that panics fails its list like any backend error (`guarded`): the lists taken are
 //! never lost with an unwinding reader.
 
-use super::clock::ms_to_ns;
 use crate::backend::{guarded, Backend, BackendError};
 use crate::error::Error;
 use crate::shared::record::{EventRecord, ListKind};
@@ -163,17 +162,17 @@ fn read_list<B: Backend>(
         // Relaxed: the list's links were published by the Release CAS that queued it.
         index = ctx.pool.slot(index).link.load(Ordering::Relaxed);
     }
-    let step = |from: u32, to: u32| -> Result<Option<f32>, BackendError> {
+    let step = |from: u32, to: u32| -> Result<Option<i64>, BackendError> {
         let (from, to) = (&ctx.pool.slot(from).event, &ctx.pool.slot(to).event);
-        let elapsed = || guarded("elapsed_ms", || backend.elapsed_ms(from, to));
+        let elapsed = || guarded("elapsed", || backend.elapsed(from, to));
         match elapsed()? {
-            Some(ms) => Ok(Some(ms)),
+            Some(elapsed) => Ok(Some(elapsed.ns)),
             None if wait => {
                 guarded("wait", || backend.wait(from))?;
                 guarded("wait", || backend.wait(to))?;
                 match elapsed()? {
-                    Some(ms) => Ok(Some(ms)),
-                    None => Err(BackendError::new("elapsed_ms", "event not ready after wait")),
+                    Some(elapsed) => Ok(Some(elapsed.ns)),
+                    None => Err(BackendError::new("elapsed", "event not ready after wait")),
                 }
             }
             None => Ok(None),
@@ -191,15 +190,15 @@ fn read_list<B: Backend>(
     let mut times = Vec::with_capacity(n);
     times.push(0);
     for i in 1..n {
-        let ms = if i == n - 1 {
+        let ns = if i == n - 1 {
             last_step
         } else {
             match step(slots[i - 1], slots[i])? {
-                Some(ms) => ms,
+                Some(ns) => ns,
                 None => return Ok(false),
             }
         };
-        times.push(times[i - 1] + ms_to_ns(ms));
+        times.push(times[i - 1] + ns);
     }
     let zones = build_zones(ctx, slots, &times);
     // Safety: as above.

@@ -161,7 +161,12 @@ impl<B: Backend> TracingContext<B> {
     /// Names `stream` for the sinks (a Tracy GPU lane, a Chrome track). The name reaches the
     /// sinks with the next collect, before any zone collected after it.
     pub fn name_stream(&self, stream: &B::Stream, name: impl Into<String>) {
-        let lane = crate::backend::Lane::Stream(self.inner().backend.stream_key(stream));
+        self.name_lane(crate::backend::Lane::Stream(self.inner().backend.stream_key(stream)), name);
+    }
+
+    /// Names a lane for the sinks, as [`name_stream`](Self::name_stream) does (for a lane
+    /// known by its key: a Vulkan queue's, `VulkanQueue::lane_key`).
+    pub fn name_lane(&self, lane: crate::backend::Lane, name: impl Into<String>) {
         lock(&self.inner().lane_names).push((lane, name.into()));
     }
 
@@ -227,8 +232,13 @@ impl<B: Backend> TracingContext<B> {
     /// CAS, plus one to return the list's unused reservation).
     ///
     /// Refuses, handing the list back, if it has open zones or belongs to another context.
+    ///
+    /// With a backend whose lists take their place at submission ([`Placement::Submit`](crate::Placement):
+    /// Vulkan), this call is where the list's place in its lane's order is taken: make it
+    /// right after the API's own queue submission of the list's command buffer, under the
+    /// same queue lock, so that both orders agree (`queue_submit` does, feature `vulkan`).
     pub fn submit(&self, list: EventList<B>) -> Result<(), SubmitError<B>> {
-        if !Arc::ptr_eq(list.context(), &self.shared.collector.inner) {
+        if !self.owns(&list) {
             return Err(SubmitError::WrongContext { list: Box::new(list) });
         }
         let open = list.open_zones();
@@ -237,6 +247,11 @@ impl<B: Backend> TracingContext<B> {
         }
         list.submit();
         Ok(())
+    }
+
+    /// Whether `list` was made by this context.
+    pub(crate) fn owns(&self, list: &EventList<B>) -> bool {
+        Arc::ptr_eq(list.context(), &self.shared.collector.inner)
     }
 
     /// Collects every submitted list whose events have all completed. Never blocks, neither

@@ -10,9 +10,13 @@ mod builder;
 mod collector_thread;
 mod handle;
 mod stats;
+#[cfg(feature = "vulkan")]
+mod vulkan;
 
 pub use builder::Builder;
 #[cfg(not(gpu_event_pool_loom))]
 pub use collector_thread::CollectorThread;
 pub use handle::TracingContext;
 pub use stats::Stats;
+#[cfg(feature = "vulkan")]
+pub use vulkan::QueueSubmitError;

@@ -14,7 +14,7 @@
 //! both (`zone_next`: K adjacent zones take K + 1 events, where the seed takes 2K). The
 //! collector replays the records with a stack to rebuild the zones.
 
-use crate::backend::{Backend, BackendError, Lane};
+use crate::backend::{Backend, BackendError, Lane, Mark, Placement};
 use crate::launch::{thread_number, Launch};
 use crate::location::Location;
 use crate::shared::config::MAX_SLOTS;
@@ -81,7 +81,7 @@ pub struct EventList<B: Backend> {
     /// Zones opened beyond `MAX_DEPTH` (all dropped), closed before anything on the stack.
     overflow: usize,
     /// The list's place in the order of its home lane (the lane of its first event), taken
-    /// right after that event was recorded.
+    /// right after that event was recorded, or at submission ([`Placement`]).
     home: Option<LaneSeq>,
     /// The NVTX range of each open zone on the stack (0: none).
     #[cfg(feature = "nvtx")]
@@ -141,7 +141,7 @@ impl<B: Backend> EventList<B> {
         location: impl Into<Location>,
     ) -> Result<(), RecordError> {
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
-        self.step(lane, false, Some(location.into()), |b, e| b.record(e, stream)).map(drop)
+        self.step(lane, false, Some(location.into()), |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
     }
 
     /// Begins a zone on `stream` and returns a guard that ends it when dropped, so an early
@@ -173,7 +173,7 @@ impl<B: Backend> EventList<B> {
     /// Ends the innermost open zone with one event on `stream`.
     pub fn zone_end(&mut self, stream: &B::Stream) -> Result<(), RecordError> {
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
-        self.step(lane, true, None, |b, e| b.record(e, stream)).map(drop)
+        self.step(lane, true, None, |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
     }
 
     /// Ends the innermost open zone and begins the next one with ONE event on `stream`.
@@ -183,7 +183,7 @@ impl<B: Backend> EventList<B> {
         location: impl Into<Location>,
     ) -> Result<(), RecordError> {
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
-        self.step(lane, true, Some(location.into()), |b, e| b.record(e, stream)).map(drop)
+        self.step(lane, true, Some(location.into()), |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
     }
 
     /// Begins a zone in `graph`: adds an event-record node after `dependencies` and returns
@@ -195,7 +195,9 @@ impl<B: Backend> EventList<B> {
         location: impl Into<Location>,
     ) -> Result<Option<B::GraphNode>, RecordError> {
         let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
-        self.step(lane, false, Some(location.into()), |b, e| b.add_graph_record_node(e, graph, dependencies))
+        self.step(lane, false, Some(location.into()), |b, e, _| {
+            b.add_graph_record_node(e, graph, dependencies)
+        })
     }
 
     /// Ends the innermost open zone with an event-record node in `graph` after
@@ -206,7 +208,7 @@ impl<B: Backend> EventList<B> {
         dependencies: &[B::GraphNode],
     ) -> Result<Option<B::GraphNode>, RecordError> {
         let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
-        self.step(lane, true, None, |b, e| b.add_graph_record_node(e, graph, dependencies))
+        self.step(lane, true, None, |b, e, _| b.add_graph_record_node(e, graph, dependencies))
     }
 
     /// Ends the innermost open zone and begins the next with ONE event-record node in `graph`.
@@ -217,7 +219,9 @@ impl<B: Backend> EventList<B> {
         location: impl Into<Location>,
     ) -> Result<Option<B::GraphNode>, RecordError> {
         let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
-        self.step(lane, true, Some(location.into()), |b, e| b.add_graph_record_node(e, graph, dependencies))
+        self.step(lane, true, Some(location.into()), |b, e, _| {
+            b.add_graph_record_node(e, graph, dependencies)
+        })
     }
 
     /// One recording step: optionally end the innermost zone, optionally begin a new one, with
@@ -227,7 +231,7 @@ impl<B: Backend> EventList<B> {
         lane: Lane,
         end: bool,
         begin: Option<Location>,
-        record: impl FnOnce(&B, &B::Event) -> Result<R, crate::BackendError>,
+        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
     ) -> Result<Option<R>, RecordError> {
         let ended = if !end {
             None
@@ -310,14 +314,19 @@ impl<B: Backend> EventList<B> {
         ends: bool,
         begins: Option<Location>,
         launches: bool,
-        record: impl FnOnce(&B, &B::Event) -> Result<R, crate::BackendError>,
+        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
     ) -> Result<(u32, R), RecordError> {
         let index = self.take_slot()?;
         let pool = &self.ctx.pool;
         let slot = pool.slot(index);
         let backend = &self.ctx.backend;
+        let mark = match (ends, begins.is_some()) {
+            (true, true) => Mark::EndAndBegin,
+            (true, false) => Mark::End,
+            _ => Mark::Begin,
+        };
         let launch_begin = launches.then(|| backend.host_now_ns());
-        let out = match record(backend, &slot.event) {
+        let out = match record(backend, &slot.event, mark) {
             Ok(out) => out,
             Err(e) => {
                 self.untake_slot(index);
@@ -340,7 +349,9 @@ impl<B: Backend> EventList<B> {
         });
         if self.used.len == 0 {
             self.used.first = index;
-            self.home = Some(self.ctx.lanes.next(lane));
+            if B::PLACEMENT == Placement::FirstRecord {
+                self.home = Some(self.ctx.lanes.next(lane));
+            }
         } else {
             // Relaxed: the list's links are published by the Release CAS of submit or release.
             pool.slot(self.used.last).link.store(index, Ordering::Relaxed);
@@ -388,6 +399,11 @@ impl<B: Backend> EventList<B> {
     /// Hands the recorded events to the context's submission queue and the unused
     /// reservation back to the pool. The caller has checked context and open zones.
     pub(crate) fn submit(mut self) {
+        if B::PLACEMENT == Placement::Submit && self.used.len > 0 {
+            // Safety: the slot is Owned by this list until the push below.
+            let lane = self.ctx.pool.slot(self.used.first).record.with(|r| unsafe { (*r).lane });
+            self.home = Some(self.ctx.lanes.next(lane));
+        }
         let spare = std::mem::replace(&mut self.spare, Run::EMPTY);
         let used = std::mem::replace(&mut self.used, Run::EMPTY);
         if let Some(spare) = spare.chain() {

@@ -15,6 +15,15 @@
 //! clock, a slice on its recording thread's track in the trace's CPU process
 //! ([`ChromeTrace::cpu_pid`]) and a flow arrow (`"ph":"s"` / `"f"`) from it to the zone.
 //!
+//! # Zones that overlap without nesting
+//!
+//! A viewer draws a track's nesting from times alone. Zones of one lane that overlap without
+//! one being nested in the other (Vulkan commands without a barrier between them may run at
+//! once) would be drawn as nested there, so such a zone goes to another row of its lane: a
+//! track named `<lane> (overlapping N)`, the first row where every zone still open at its
+//! begin is one of its recorded ancestors. Properly nested work (every CUDA stream, every
+//! serial queue) stays on one track per lane.
+//!
 //! # Which clock `ts` is on
 //!
 //! [`ChromeClock::Host`], the default: `ts` is microseconds on std's monotonic clock
@@ -330,28 +339,69 @@ pub struct ChromeTraceSink {
 /// of first use.
 #[derive(Debug, Default)]
 struct Tracks {
-    tids: HashMap<Lane, u32>,
+    /// Per lane, its rows: row 0 is the lane's track; later rows hold zones that overlap a
+    /// zone of the rows before without being nested in it (Vulkan commands without barriers).
+    tids: HashMap<(Lane, u32), u32>,
     /// Names given with `name_stream`, for tracks not written yet.
     names: HashMap<Lane, String>,
+    /// Per row, the zones still open at the latest begin written there, outermost first.
+    open: HashMap<(Lane, u32), Vec<OpenZone>>,
 }
 
+/// A zone written on a row: its end, its list's id, its index in that list's batch.
+type OpenZone = (i64, u64, usize);
+
 impl Tracks {
-    /// The track of `lane`; a new one's metadata (name, order) goes to `out` first.
-    fn tid(&mut self, pid: u32, lane: Lane, out: &mut SinkWriter<'_>) -> std::io::Result<u32> {
-        if let Some(&tid) = self.tids.get(&lane) {
+    /// The track of `lane`'s row `row`; a new one's metadata (name, order) goes to `out`
+    /// first.
+    fn tid(&mut self, pid: u32, lane: Lane, row: u32, out: &mut SinkWriter<'_>) -> std::io::Result<u32> {
+        if let Some(&tid) = self.tids.get(&(lane, row)) {
             return Ok(tid);
         }
         let tid = self.tids.len() as u32 + 1;
-        self.tids.insert(lane, tid);
+        self.tids.insert((lane, row), tid);
         let name = match (self.names.get(&lane), lane) {
             (Some(name), _) => name.clone(),
             (None, Lane::Stream(key)) => format!("stream {key:#x}"),
             (None, Lane::Graph(key)) => format!("graph {key:#x}"),
         };
+        let name = if row == 0 { name } else { format!("{name} (overlapping {row})") };
         out.write_event(&thread_name(pid, tid, &name))?;
         let order = json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}});
         out.write_event(&order.to_string())?;
         Ok(tid)
+    }
+
+    /// The first row of `lane` where the zone `(begin, end)` (index `index` of list `list`'s
+    /// batch, whose parent is at `parent`) nests truly: every zone still open there at
+    /// `begin` is one of its ancestors. A viewer draws a track's nesting from times alone, so
+    /// a zone that overlaps one it is not nested in goes to a row of its own.
+    fn row(
+        &mut self,
+        lane: Lane,
+        (begin, end): (i64, i64),
+        list: u64,
+        index: usize,
+        parent: Option<usize>,
+    ) -> u32 {
+        for row in 0.. {
+            let open = self.open.entry((lane, row)).or_default();
+            while open.last().is_some_and(|&(open_end, _, _)| open_end <= begin) {
+                open.pop();
+            }
+            let fits = match (open.last(), parent) {
+                (None, _) => true,
+                (Some(&(open_end, open_list, open_index)), Some(parent)) => {
+                    open_list == list && open_index == parent && end <= open_end
+                }
+                (Some(_), None) => false,
+            };
+            if fits {
+                open.push((end, list, index));
+                return row;
+            }
+        }
+        unreachable!("an empty row always fits")
     }
 }
 
@@ -512,7 +562,7 @@ impl Sink for ChromeTraceSink {
     fn name_lane(&mut self, context: &ContextInfo, lane: Lane, name: &str) -> std::io::Result<()> {
         let pid = self.pid(context);
         self.tracks.names.insert(lane, name.to_owned());
-        match self.tracks.tids.get(&lane) {
+        match self.tracks.tids.get(&(lane, 0)) {
             // A track already written gets the name now (the last `thread_name` wins); a new
             // one gets it with its first zone.
             Some(&tid) => {
@@ -525,8 +575,13 @@ impl Sink for ChromeTraceSink {
     fn zones(&mut self, context: &ContextInfo, batch: ZoneBatch<'_>) -> std::io::Result<()> {
         let pid = self.pid(context);
         let mut out = SinkWriter::lock(&self.out, &mut self.events);
-        for zone in batch.zones {
-            let tid = self.tracks.tid(pid, zone.lane, &mut out)?;
+        // The batch is in begin (recording) order: a zone's parent is the nearest zone before
+        // it one level up.
+        let mut ancestors: Vec<usize> = Vec::new();
+        for (index, zone) in batch.zones.iter().enumerate() {
+            ancestors.truncate(zone.depth as usize);
+            let parent = ancestors.last().copied().filter(|_| zone.depth > 0);
+            ancestors.push(index);
             let (begin, end) = match self.clock {
                 ChromeClock::Host => (
                     zone.host_begin_ns.saturating_add(self.host_offset_ns),
@@ -534,6 +589,8 @@ impl Sink for ChromeTraceSink {
                 ),
                 ChromeClock::Gpu => (zone.gpu_begin_ns, zone.gpu_end_ns),
             };
+            let row = self.tracks.row(zone.lane, (begin, end), batch.list_id, index, parent);
+            let tid = self.tracks.tid(pid, zone.lane, row, &mut out)?;
             let location = &zone.location;
             let event = CompleteEvent {
                 name: location.name(),

@@ -11,6 +11,8 @@ pub const MAX_CONTEXTS: u16 = 255;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum TracyGpuKind {
+    /// Vulkan.
+    Vulkan = 2,
     /// Any other GPU API (here: the simulated backend).
     Custom = 7,
     /// CUDA.
@@ -20,10 +22,10 @@ pub enum TracyGpuKind {
 impl TracyGpuKind {
     /// The kind for a backend name ([`ContextInfo::backend`](crate::sink::ContextInfo::backend)).
     pub fn for_backend(backend: &str) -> Self {
-        if backend == "cuda" {
-            Self::Cuda
-        } else {
-            Self::Custom
+        match backend {
+            "cuda" => Self::Cuda,
+            "vulkan" => Self::Vulkan,
+            _ => Self::Custom,
         }
     }
 }

@@ -1,0 +1,225 @@
+//! Timestamp queries: the pool's events, made in query pools created on demand as pages, and
+//! the conversion of their ticks to nanoseconds.
+
+use super::device::DeviceShared;
+use super::{vk_error, VulkanBackend};
+use crate::backend::BackendError;
+use ash::vk;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Queries in the first query pool; each later pool doubles, up to [`MAX_PAGE`].
+const FIRST_PAGE: u32 = 64;
+/// Queries in the largest query pool.
+const MAX_PAGE: u32 = 4096;
+
+/// One `VkQueryPool` of timestamp queries, destroyed when its last query is dropped.
+#[derive(Debug)]
+pub(super) struct QueryPage {
+    pub(super) raw: vk::QueryPool,
+    device: Arc<DeviceShared>,
+}
+
+impl Drop for QueryPage {
+    fn drop(&mut self) {
+        // Safety: every query of this pool is dropped (each holds an Arc to the page), so no
+        // command buffer the pool recorded into is read by the crate again; the device
+        // outlives the page (the page holds an Arc to it).
+        unsafe { self.device.device.destroy_query_pool(self.raw, None) };
+    }
+}
+
+/// Hands out queries from the newest page, creating the next page (twice as large) when it is
+/// used up. Behind a mutex in the backend: events are created when the pool grows, not while
+/// recording.
+#[derive(Debug, Default)]
+pub(super) struct PageAllocator {
+    page: Option<Arc<QueryPage>>,
+    used: u32,
+    size: u32,
+}
+
+impl PageAllocator {
+    pub(super) fn next(&mut self, device: &Arc<DeviceShared>) -> Result<TimestampQuery, BackendError> {
+        let page = match &self.page {
+            Some(page) if self.used < self.size => Arc::clone(page),
+            _ => {
+                let size = if self.size == 0 { FIRST_PAGE } else { (self.size * 2).min(MAX_PAGE) };
+                let info =
+                    vk::QueryPoolCreateInfo::default().query_type(vk::QueryType::TIMESTAMP).query_count(size);
+                // Safety: a valid create info; the device is live (held by the Arc).
+                let raw = unsafe { device.device.create_query_pool(&info, None) }
+                    .map_err(vk_error("vkCreateQueryPool"))?;
+                // Safety: a new pool, used by no command buffer and read by no thread yet;
+                // `hostQueryReset` is enabled on every device the crate opens or accepts.
+                unsafe { device.device.reset_query_pool(raw, 0, size) };
+                let page = Arc::new(QueryPage { raw, device: Arc::clone(device) });
+                self.page = Some(Arc::clone(&page));
+                self.used = 0;
+                self.size = size;
+                page
+            }
+        };
+        let index = self.used;
+        self.used += 1;
+        Ok(TimestampQuery {
+            page,
+            index,
+            host_stamped: AtomicBool::new(false),
+            host_ticks: AtomicU64::new(0),
+        })
+    }
+}
+
+/// A timestamp query: one slot of the pool, or one of the collector's anchors.
+///
+/// An anchor taken with calibrated timestamps is *host-stamped*: its ticks are the device
+/// clock read by `vkGetCalibratedTimestampsEXT`, kept here, and the query is not used. Both
+/// fields are written only by the event's owner (a list, or the collector); the pool's
+/// Release/Acquire hand-offs order them for the next owner.
+#[derive(Debug)]
+pub struct TimestampQuery {
+    page: Arc<QueryPage>,
+    index: u32,
+    host_stamped: AtomicBool,
+    host_ticks: AtomicU64,
+}
+
+impl TimestampQuery {
+    /// The query pool (do not destroy or reset it).
+    pub fn pool(&self) -> vk::QueryPool {
+        self.page.raw
+    }
+
+    /// The query's index in [`pool`](Self::pool).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Resets the query from the host, for a new write by a command buffer.
+    pub(super) fn reset(&self, device: &ash::Device) {
+        self.host_stamped.store(false, Ordering::Relaxed);
+        // Safety: the query is owned by the caller (a list recording it, or the collector's
+        // anchor), so no submitted command that refers to it is still pending (its last
+        // list was collected once the query was available, or dropped unsubmitted) and no
+        // other thread reads or resets it now (VUID-vkResetQueryPool-firstQuery-02741/02742).
+        unsafe { device.reset_query_pool(self.page.raw, self.index, 1) };
+    }
+
+    /// Stores ticks read by the host (a calibrated anchor).
+    pub(super) fn stamp(&self, ticks: u64) {
+        self.host_ticks.store(ticks, Ordering::Relaxed);
+        self.host_stamped.store(true, Ordering::Relaxed);
+    }
+
+    /// The query's ticks (masked to the valid bits), or `None` while it is not available.
+    /// Never waits.
+    pub(super) fn ticks(&self, backend: &VulkanBackend) -> Result<Option<u64>, BackendError> {
+        if self.host_stamped.load(Ordering::Relaxed) {
+            return Ok(Some(self.host_ticks.load(Ordering::Relaxed)));
+        }
+        let mut data = [[0u64; 2]];
+        let flags = vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY;
+        // Safety: one query of a live pool; `data` holds its value and availability words
+        // (the stride is their size); without WAIT the call returns at once.
+        let result =
+            unsafe { backend.device().get_query_pool_results(self.page.raw, self.index, &mut data, flags) };
+        match result {
+            Ok(()) | Err(vk::Result::NOT_READY) if data[0][1] != 0 => {
+                Ok(Some(data[0][0] & backend.scale().mask))
+            }
+            Ok(()) | Err(vk::Result::NOT_READY) => Ok(None),
+            Err(e) => Err(vk_error("vkGetQueryPoolResults")(e)),
+        }
+    }
+}
+
+/// Device ticks to nanoseconds, exactly: `timestampPeriod` (an `f32`) is `mantissa * 2^exp`,
+/// so `ns(t) = floor(t * mantissa * 2^exp)` is computed in 128-bit integers, and distances are
+/// differences of such floors: chained distances add up without any rounding drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TickScale {
+    /// `2^timestampValidBits - 1`.
+    pub(super) mask: u64,
+    mantissa: u64,
+    exp: i32,
+}
+
+impl TickScale {
+    /// `None` if the period is not a positive finite number or the valid bits are 0.
+    pub(super) fn new(period: f32, valid_bits: u32) -> Option<Self> {
+        if !(period.is_finite() && period > 0.0) || valid_bits == 0 {
+            return None;
+        }
+        let bits = period.to_bits();
+        let (raw_exp, fraction) = ((bits >> 23) & 0xff, u64::from(bits & 0x7f_ffff));
+        let (mantissa, exp) = match raw_exp {
+            0 => (fraction, -149),
+            e => (fraction | 0x80_0000, e as i32 - 150),
+        };
+        let mask = if valid_bits >= 64 { u64::MAX } else { (1u64 << valid_bits) - 1 };
+        Some(Self { mask, mantissa, exp })
+    }
+
+    fn ns(&self, ticks: u128) -> u128 {
+        let product = ticks * u128::from(self.mantissa);
+        if self.exp >= 0 {
+            product << self.exp
+        } else {
+            product >> (-self.exp).min(127)
+        }
+    }
+
+    /// Nanoseconds from `start` to `end` (ticks masked to the valid bits). A counter that
+    /// wrapped between them is unwrapped; `end` more than half the counter's range ahead
+    /// reads as behind (negative).
+    pub(super) fn elapsed_ns(&self, start: u64, end: u64) -> i64 {
+        let forward = end.wrapping_sub(start) & self.mask;
+        let (from, span, sign) = if forward <= self.mask / 2 {
+            (start, forward, 1)
+        } else {
+            (end, start.wrapping_sub(end) & self.mask, -1)
+        };
+        let from = u128::from(from);
+        let ns = self.ns(from + u128::from(span)) - self.ns(from);
+        sign * i64::try_from(ns).unwrap_or(i64::MAX)
+    }
+
+    /// Ticks to nanoseconds (for a calibrated time).
+    pub(super) fn ticks_ns(&self, ticks: u64) -> u128 {
+        self.ns(u128::from(ticks & self.mask))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TickScale;
+
+    #[test]
+    fn a_period_of_one_is_the_identity() {
+        let scale = TickScale::new(1.0, 64).unwrap();
+        assert_eq!(scale.elapsed_ns(1_000, 3_500), 2_500);
+        assert_eq!(scale.elapsed_ns(3_500, 1_000), -2_500);
+        assert_eq!(scale.elapsed_ns(u64::MAX - 5, 4), 10, "a 64-bit wrap is unwrapped");
+    }
+
+    #[test]
+    fn fractional_periods_telescope_without_drift() {
+        let period = 52.083_332_f32;
+        let scale = TickScale::new(period, 64).unwrap();
+        let ticks = [0u64, 3, 7, 1_000_003, 1_000_004, 99_999_999_999];
+        let chained: i64 = ticks.windows(2).map(|w| scale.elapsed_ns(w[0], w[1])).sum();
+        assert_eq!(chained, scale.elapsed_ns(ticks[0], ticks[5]), "steps sum to the whole");
+        let exact = (99_999_999_999f64 * f64::from(period)).floor() as i64;
+        assert!((chained - exact).abs() <= 1, "{chained} vs {exact}");
+    }
+
+    #[test]
+    fn valid_bits_bound_the_counter() {
+        let scale = TickScale::new(1.0, 36).unwrap();
+        let top = (1u64 << 36) - 1;
+        assert_eq!(scale.elapsed_ns(top - 1, 3), 5, "a 36-bit wrap is unwrapped");
+        assert!(TickScale::new(0.0, 64).is_none());
+        assert!(TickScale::new(1.0, 0).is_none());
+    }
+}

@@ -1,0 +1,74 @@
+//! Submitting Vulkan command buffers and their lists in one order (feature `vulkan`).
+
+use super::TracingContext;
+use crate::backend::vulkan::ash::vk;
+use crate::backend::vulkan::{VulkanBackend, VulkanQueue};
+use crate::backend::BackendError;
+use crate::record::EventList;
+
+/// Why [`TracingContext::queue_submit`] submitted nothing, with the lists handed back (except
+/// when the queue refused the work: then the lists are dropped, their slots released, nothing
+/// emitted).
+#[derive(Debug, thiserror::Error)]
+pub enum QueueSubmitError {
+    /// A list still has open zones: nothing was submitted.
+    #[error("list {index} has {open} open zones: nothing was submitted")]
+    OpenZones {
+        /// Which list.
+        index: usize,
+        /// How many zones it has open.
+        open: usize,
+        /// Every list, handed back.
+        lists: Vec<EventList<VulkanBackend>>,
+    },
+    /// A list belongs to another tracing context: nothing was submitted.
+    #[error("list {index} belongs to another tracing context: nothing was submitted")]
+    WrongContext {
+        /// Which list.
+        index: usize,
+        /// Every list, handed back.
+        lists: Vec<EventList<VulkanBackend>>,
+    },
+    /// `vkQueueSubmit` failed: the lists were dropped (their zones are not emitted).
+    #[error(transparent)]
+    Queue(#[from] BackendError),
+}
+
+impl TracingContext<VulkanBackend> {
+    /// Submits `submits` to `queue` and then `lists` to this context, in that order, under the
+    /// queue's lock: the lists take their places in the queue's lane exactly as their command
+    /// buffers are ordered on the queue (a Vulkan list is placed at submission:
+    /// [`Placement::Submit`](crate::Placement)). Checks every list first, so that either
+    /// everything is submitted or nothing is.
+    ///
+    /// # Safety
+    ///
+    /// `submits` and `fence` are valid for `vkQueueSubmit` on `queue`, and the command
+    /// buffers they name hold the zones of `lists` (and of no other list).
+    pub unsafe fn queue_submit(
+        &self,
+        queue: &VulkanQueue,
+        submits: &[vk::SubmitInfo<'_>],
+        lists: Vec<EventList<VulkanBackend>>,
+        fence: vk::Fence,
+    ) -> Result<(), QueueSubmitError> {
+        for (index, list) in lists.iter().enumerate() {
+            if !self.owns(list) {
+                return Err(QueueSubmitError::WrongContext { index, lists });
+            }
+            if list.open_zones() > 0 {
+                return Err(QueueSubmitError::OpenZones { index, open: list.open_zones(), lists });
+            }
+        }
+        // Safety: the caller's submit infos and fence, valid for this queue.
+        unsafe {
+            queue.submit_then(submits, fence, || {
+                for list in lists {
+                    // Checked above: owned by this context, no open zone.
+                    let _ = self.submit(list);
+                }
+            })
+        }?;
+        Ok(())
+    }
+}
