@@ -1,6 +1,6 @@
 //! Submitting Vulkan command buffers and their lists in one order (feature `vulkan`).
 
-use super::TracingContext;
+use super::handle::TracingContext;
 use crate::backend::vulkan::ash::vk;
 use crate::backend::vulkan::{VulkanBackend, VulkanQueue};
 use crate::backend::BackendError;

@@ -17,7 +17,6 @@
 //!   writes the application's CPU spans into a [`chrome::ChromeTrace`], beside its GPU zones.
 
 pub mod chrome;
-mod chrome_cpu;
 pub mod memory;
 pub mod results;
 #[cfg(feature = "tracing")]

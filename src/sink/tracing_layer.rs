@@ -55,8 +55,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use super::chrome::{lock, ChromeTrace, TraceOutput};
-use super::chrome_cpu::{micros_raw, signed_ns};
+use super::chrome::format::{micros_raw, signed_ns};
+use super::chrome::output::{lock, ChromeTrace, TraceOutput};
 use crate::launch::thread_number;
 use serde::Serialize;
 use serde_json::value::RawValue;

@@ -1,8 +1,8 @@
 //! Timestamp queries: the pool's events, made in query pools created on demand as pages, and
 //! the conversion of their ticks to nanoseconds.
 
-use super::device::DeviceShared;
-use super::{vk_error, VulkanBackend};
+use super::errors::vk_error;
+use super::handles::DeviceShared;
 use crate::backend::BackendError;
 use ash::vk;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -112,9 +112,9 @@ impl TimestampQuery {
         self.host_stamped.store(true, Ordering::Relaxed);
     }
 
-    /// The query's ticks (masked to the valid bits), or `None` while it is not available.
-    /// Never waits.
-    pub(super) fn ticks(&self, backend: &VulkanBackend) -> Result<Option<u64>, BackendError> {
+    /// The query's ticks (masked to the valid bits of `scale`), read through `device` (the
+    /// backend's), or `None` while it is not available. Never waits.
+    pub(super) fn ticks(&self, device: &ash::Device, scale: &TickScale) -> Result<Option<u64>, BackendError> {
         if self.host_stamped.load(Ordering::Relaxed) {
             return Ok(Some(self.host_ticks.load(Ordering::Relaxed)));
         }
@@ -122,12 +122,9 @@ impl TimestampQuery {
         let flags = vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WITH_AVAILABILITY;
         // Safety: one query of a live pool; `data` holds its value and availability words
         // (the stride is their size); without WAIT the call returns at once.
-        let result =
-            unsafe { backend.device().get_query_pool_results(self.page.raw, self.index, &mut data, flags) };
+        let result = unsafe { device.get_query_pool_results(self.page.raw, self.index, &mut data, flags) };
         match result {
-            Ok(()) | Err(vk::Result::NOT_READY) if data[0][1] != 0 => {
-                Ok(Some(data[0][0] & backend.scale().mask))
-            }
+            Ok(()) | Err(vk::Result::NOT_READY) if data[0][1] != 0 => Ok(Some(data[0][0] & scale.mask)),
             Ok(()) | Err(vk::Result::NOT_READY) => Ok(None),
             Err(e) => Err(vk_error("vkGetQueryPoolResults")(e)),
         }

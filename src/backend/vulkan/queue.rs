@@ -1,9 +1,9 @@
 //! Queues as lanes, command buffers as the backend's streams, and submission: where a list
 //! takes its place in its queue's order.
 
-use super::device::DeviceShared;
+use super::errors::vk_error;
+use super::handles::DeviceShared;
 use super::queries::TimestampQuery;
-use super::vk_error;
 use crate::backend::BackendError;
 use ash::vk;
 use std::cell::Cell;

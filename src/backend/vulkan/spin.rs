@@ -1,8 +1,9 @@
 //! A compute shader that spins for a given time: GPU work of a known duration.
 
-use super::device::DeviceShared;
+use super::device::VulkanDevice;
+use super::errors::vk_error;
+use super::handles::DeviceShared;
 use super::queue::{Commands, VulkanQueue};
-use super::{vk_error, VulkanDevice};
 use crate::backend::BackendError;
 use ash::vk;
 use std::sync::Arc;

@@ -1,89 +1,19 @@
-//! Chrome trace event JSON (the "JSON Array Format"), loadable in Perfetto
-//! (<https://ui.perfetto.dev>) and `chrome://tracing`.
-//!
-//! Each zone is one complete event (`"ph":"X"`) with `ts` and `dur` in microseconds written
-//! with exactly three decimals, so nanoseconds survive and adjacent zones (`zone_next`) touch
-//! without overlapping through floating-point rounding. Each context is a process (`pid` =
-//! context id unless [`ChromeTraceSink::with_pid`] says otherwise, named after the context);
-//! each stream or graph is a thread (`tid` numbered from 1 in order of first use, named by
-//! [`TracingContext::name_stream`](crate::TracingContext::name_stream), else
-//! `stream <key>` / `graph <key>`). `args` carry the file, line, function, list id, nesting
-//! depth and the zone's GPU times (`gpu_begin_ns`, `gpu_end_ns`: nanoseconds since the
-//! context's base event), whichever clock `ts` is on, and the zone's own arguments
-//! ([`DynamicLocation::arg`](crate::DynamicLocation::arg)). A zone with a launch
-//! ([`Builder::record_launches`](crate::Builder::record_launches)) also gets, on the host
-//! clock, a slice on its recording thread's track in the trace's CPU process
-//! ([`ChromeTrace::cpu_pid`]) and a flow arrow (`"ph":"s"` / `"f"`) from it to the zone.
-//!
-//! # Zones that overlap without nesting
-//!
-//! A viewer draws a track's nesting from times alone. Zones of one lane that overlap without
-//! one being nested in the other (Vulkan commands without a barrier between them may run at
-//! once) would be drawn as nested there, so such a zone goes to another row of its lane: a
-//! track named `<lane> (overlapping N)`, the first row where every zone still open at its
-//! begin is one of its recorded ancestors. Properly nested work (every CUDA stream, every
-//! serial queue) stays on one track per lane.
-//!
-//! # Which clock `ts` is on
-//!
-//! [`ChromeClock::Host`], the default: `ts` is microseconds on std's monotonic clock
-//! ([`Instant`]: `CLOCK_MONOTONIC` on Linux) since the sink's *origin*, an `Instant` that is
-//! the moment the sink was made unless [`ChromeTraceSink::with_origin`] sets it. A CPU tracer
-//! that writes microseconds since its own start `Instant` (`tracing-chrome` does) lines up
-//! with the GPU zones when both share that origin (take the `Instant` right after building
-//! the tracer, give it to `with_origin`, give the sink a `pid` of its own with
-//! [`ChromeTraceSink::with_pid`], and concatenate the two JSON arrays); the crate's
-//! `tracing` layer (feature `tracing`) writes CPU spans into the same trace with no
-//! merging. A zone is placed through its host times
-//! ([`Zone::host_begin_ns`](super::Zone::host_begin_ns)), which are
-//! on the backend's host clock; the sink maps that clock onto `Instant`:
-//!
-//! - exactly, when it knows where the backend's host clock starts
-//!   ([`ChromeTraceSink::with_backend_clock`], from
-//!   [`Backend::host_clock_origin`]: the real-time simulation and CUDA);
-//! - otherwise by reading `Instant::now()` when the context opens the sink, just after the
-//!   context read its host clock for the base calibration pair
-//!   ([`ContextInfo::base`]): late by the time between the two reads (microseconds, more if
-//!   sinks added before this one are slow to open).
-//!
-//! [`ChromeClock::Gpu`]: `ts` is GPU time since the context's base event, the same numbers as
-//! `args.gpu_begin_ns`; it lines up with nothing outside the context.
-//!
-//! # When the file is valid JSON
-//!
-//! A sink made by [`ChromeTraceSink::create`] writes the closing `]` on every flush (the
-//! context's `flush`, and the last handle's) and moves back over it, so the next event
-//! replaces it: the file on disk is a complete JSON array after every flush, even while lists
-//! of a dropped context keep the sink alive. A sink on any other writer
-//! ([`ChromeTraceSink::new`]) cannot move back, so it writes the `]` only when it is dropped
-//! (with its context); until then its output is a valid trace in the array format, whose
-//! closing bracket is optional, but not a complete JSON document.
-//!
-//! # Several contexts in one trace
-//!
-//! A [`ChromeTrace`] is one output that any number of sinks write into, one sink per context
-//! (one context per GPU, say): [`ChromeTrace::sink`] makes them. Each context is its own
-//! process in the trace (its `pid` is the context id, unique in the process, unless
-//! [`ChromeTraceSink::with_pid`] says otherwise), and its tracks are numbered within it. The
-//! sinks share the trace's origin, so on the host clock every context is on one timeline;
-//! on [`ChromeClock::Gpu`] each context counts from its own base event and they do not line
-//! up. The file rules above hold for the whole trace: a [`ChromeTrace::create`] file is a
-//! complete JSON array after every flush of any of its sinks, and the closing `]` of any
-//! other writer comes when the last of the trace and its sinks is dropped.
-//! [`ChromeTraceSink::create`] and [`ChromeTraceSink::new`] are a trace with one sink.
+//! The sink: [`ChromeTraceSink`] writes one context's zones into its [`ChromeTrace`], on the
+//! clock [`ChromeClock`] says, each lane its own track (rows apart for zones that overlap
+//! without nesting). `ChromeTrace::sink` is here, so that the output knows no sink.
 
-use super::chrome_cpu::{micros_raw, signed_ns, write_launch, CpuTracks, FlowEnd, ZoneArgs};
-use super::{ContextInfo, Sink, ZoneBatch};
+use super::cpu::{write_launch, FlowEnd, ZoneArgs};
+use super::format::{micros_raw, signed_ns};
+use super::output::{lock, ChromeTrace, SinkWriter, TraceOutput};
 use crate::backend::{Backend, Lane};
+use crate::sink::{ContextInfo, Sink, ZoneBatch};
 use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::Path;
-// The sinks' shared output is outside the pool's modelled concurrency (only collectors call
-// sinks): plain std.
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Added to a context id that is the trace's CPU process id, when the sink has no pid of its
@@ -110,168 +40,7 @@ impl ChromeClock {
     }
 }
 
-/// Both closing texts are this long, so one always covers the other.
-const TRAILER_LEN: i64 = 3;
-
-/// The text that closes the array after `events` events.
-fn trailer(events: usize) -> &'static [u8] {
-    if events == 0 {
-        b"[]\n"
-    } else {
-        b"\n]\n"
-    }
-}
-
-/// A writer the sink can move back in, to keep the file closed between flushes.
-trait SeekWrite: Write + Seek + Send {}
-impl<T: Write + Seek + Send> SeekWrite for T {}
-
-enum Output {
-    Seekable(Box<dyn SeekWrite>),
-    Stream(Box<dyn Write + Send>),
-}
-
-impl Output {
-    fn writer(&mut self) -> &mut dyn Write {
-        match self {
-            Self::Seekable(out) => out,
-            Self::Stream(out) => out,
-        }
-    }
-}
-
-/// The JSON array every sink of one [`ChromeTrace`] writes into. Closed (the trailer written)
-/// when the last of the trace and its sinks drops it.
-pub(super) struct TraceOutput {
-    out: Output,
-    /// Events in the array so far, from every sink.
-    events: usize,
-    /// The CPU process's tracks written so far, and the flow ids handed out.
-    pub(super) cpu: CpuTracks,
-}
-
-impl TraceOutput {
-    pub(super) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
-        let separator = if self.events == 0 { "[\n" } else { ",\n" };
-        let out = self.out.writer();
-        out.write_all(separator.as_bytes())?;
-        out.write_all(event.as_bytes())?;
-        self.events += 1;
-        Ok(())
-    }
-
-    pub(super) fn flush(&mut self) -> std::io::Result<()> {
-        let end = trailer(self.events);
-        match &mut self.out {
-            Output::Stream(out) => out.flush(),
-            Output::Seekable(out) => {
-                out.write_all(end)?;
-                out.flush()?;
-                // The next event (or the final trailer, the same length) writes over it.
-                out.seek(SeekFrom::Current(-TRAILER_LEN))?;
-                Ok(())
-            }
-        }
-    }
-}
-
-impl Drop for TraceOutput {
-    fn drop(&mut self) {
-        let end = trailer(self.events);
-        let out = self.out.writer();
-        // A failure here cannot be reported; the trace stays valid without the bracket.
-        let _ = out.write_all(end).and_then(|()| out.flush());
-    }
-}
-
-/// One Chrome trace (a JSON array of events) that any number of [`ChromeTraceSink`]s write
-/// into: several tracing contexts, one per GPU say, in one file, each its own process (module
-/// docs, "Several contexts in one trace").
-///
-/// Cheap to clone: clones and the sinks made from it share one output. A mutex serializes
-/// the sinks' writes, taken once per call (a whole batch of zones at a time); only
-/// collectors call sinks, so recording never waits for it.
-///
-/// ```
-/// use gpu_event_pool::sim::SimBackend;
-/// use gpu_event_pool::sink::chrome::ChromeTrace;
-/// use gpu_event_pool::TracingContext;
-///
-/// let path = std::env::temp_dir().join("chrome-trace-doc.json");
-/// let trace = ChromeTrace::create(&path)?;
-/// let mut contexts = Vec::new();
-/// for device in 0..2 {
-///     let gpu = SimBackend::realtime();
-///     let sink = trace.sink().with_backend_clock(&gpu); // pid: the context's id
-///     let ctx = TracingContext::builder(gpu).name(format!("gpu {device}")).sink(sink).build()?;
-///     contexts.push(ctx);
-/// }
-/// // ... record on both, collect both from one thread ...
-/// for ctx in &contexts {
-///     ctx.flush()?; // after each flush the file is a complete JSON array
-/// }
-/// drop(contexts);
-/// drop(trace); // the last one closes the array
-/// # let events: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-/// # assert_eq!(events.iter().filter(|e| e["name"] == "process_name").count(), 2);
-/// # std::fs::remove_file(path).ok();
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Clone)]
-pub struct ChromeTrace {
-    pub(super) out: Arc<Mutex<TraceOutput>>,
-    pub(super) origin: Instant,
-    /// Added to every `ts` (nanoseconds): where `origin` is on the wall clock's origin
-    /// ([`ChromeTrace::with_wall_clock_origin`]); 0 otherwise.
-    pub(super) origin_ns: i64,
-    /// The process of CPU tracks (launches, the `tracing` layer's spans).
-    pub(super) cpu_pid: u32,
-}
-
-impl std::fmt::Debug for ChromeTrace {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChromeTrace").field("events", &self.events()).finish_non_exhaustive()
-    }
-}
-
-/// Locks the shared output, ignoring poisoning: a sink that panicked mid-write can at worst
-/// leave one event cut short, which the next separator does not make worse.
-pub(super) fn lock(out: &Mutex<TraceOutput>) -> MutexGuard<'_, TraceOutput> {
-    out.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl ChromeTrace {
-    fn with_output(out: Output) -> Self {
-        let out = TraceOutput { out, events: 0, cpu: CpuTracks::default() };
-        Self {
-            out: Arc::new(Mutex::new(out)),
-            origin: Instant::now(),
-            origin_ns: 0,
-            cpu_pid: std::process::id(),
-        }
-    }
-
-    /// A trace written to `out`, with its origin now. `out` cannot seek, so the closing `]`
-    /// comes only when the trace and all its sinks are dropped (module docs).
-    pub fn new(out: impl Write + Send + 'static) -> Self {
-        Self::with_output(Output::Stream(Box::new(out)))
-    }
-
-    /// A trace written to a new file at `path` (replacing any file there), with its origin
-    /// now. The file is a complete JSON array after every flush of any of its sinks.
-    pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
-        let file = BufWriter::new(std::fs::File::create(path)?);
-        Ok(Self::with_output(Output::Seekable(Box::new(file))))
-    }
-
-    /// On the host clock, `ts` 0 is `origin` for every sink made from now on (default: when
-    /// the trace was made).
-    pub fn with_origin(mut self, origin: Instant) -> Self {
-        self.origin = origin;
-        self.origin_ns = 0;
-        self
-    }
-
     /// A new sink writing into this trace, on the host clock from the trace's origin. Give
     /// each context its own.
     pub fn sink(&self) -> ChromeTraceSink {
@@ -287,16 +56,6 @@ impl ChromeTrace {
             tracks: Tracks::default(),
             events: 0,
         }
-    }
-
-    /// `ts` 0 on the host clock, for the sinks made from now on.
-    pub fn origin(&self) -> Instant {
-        self.origin
-    }
-
-    /// Events written so far by all its sinks (zones and metadata).
-    pub fn events(&self) -> usize {
-        lock(&self.out).events
     }
 }
 
@@ -407,30 +166,6 @@ impl Tracks {
 
 fn thread_name(pid: u32, tid: u32, name: &str) -> String {
     json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}).to_string()
-}
-
-/// The trace's output, locked by one sink for one call (so a batch is never split by
-/// another sink's events), counting what that sink writes.
-pub(super) struct SinkWriter<'a> {
-    out: MutexGuard<'a, TraceOutput>,
-    events: &'a mut usize,
-}
-
-impl<'a> SinkWriter<'a> {
-    fn lock(out: &'a Mutex<TraceOutput>, events: &'a mut usize) -> Self {
-        Self { out: lock(out), events }
-    }
-
-    /// The CPU tracks' state, in the same lock.
-    pub(super) fn cpu(&mut self) -> &mut CpuTracks {
-        &mut self.out.cpu
-    }
-
-    pub(super) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
-        self.out.write_event(event)?;
-        *self.events += 1;
-        Ok(())
-    }
 }
 
 impl std::fmt::Debug for ChromeTraceSink {
@@ -622,16 +357,5 @@ impl Sink for ChromeTraceSink {
 
     fn flush(&mut self) -> std::io::Result<()> {
         lock(&self.out).flush()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{trailer, TRAILER_LEN};
-
-    #[test]
-    fn both_trailers_have_the_length_the_flush_moves_back_over() {
-        assert_eq!(trailer(0).len() as i64, TRAILER_LEN);
-        assert_eq!(trailer(1).len() as i64, TRAILER_LEN);
     }
 }

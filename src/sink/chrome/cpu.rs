@@ -2,7 +2,7 @@
 //! (numbered by [`thread_number`]), the launch slices and flow arrows the Chrome sink draws
 //! from a recording thread to a GPU zone, and the trace's origin on the wall clock.
 //!
-//! Launches ([`Zone::launch`](super::Zone::launch), opt in with
+//! Launches ([`Zone::launch`](crate::sink::Zone::launch), opt in with
 //! [`Builder::record_launches`](crate::Builder::record_launches)) are written, on the host
 //! clock only, as:
 //!
@@ -19,57 +19,15 @@
 //! Start and finish share `cat` and `name` (`launch`) and an `id` unique in the trace and,
 //! through the CPU process id in its upper bits, across the traces of several processes.
 
-use super::chrome::{ChromeTrace, SinkWriter};
-use crate::launch::{thread_name, thread_number, Launch};
+use super::format::{micros_raw, signed_ns};
+use super::output::{lock, ChromeTrace, SinkWriter};
+use crate::launch::{thread_number, Launch};
 use crate::location::ArgValue;
 use serde::ser::SerializeMap;
 use serde::Serialize;
-use serde_json::json;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::time::{Instant, SystemTime};
-
-/// The CPU tracks of one trace already named, and the flow ids handed out.
-#[derive(Debug, Default)]
-pub(super) struct CpuTracks {
-    process_named: HashSet<u32>,
-    threads: HashSet<(u32, u64)>,
-    flows: u64,
-}
-
-impl CpuTracks {
-    /// The metadata naming CPU process `pid` and thread `tid` the first time they are used.
-    pub(super) fn name_track(&mut self, pid: u32, tid: u64) -> Vec<String> {
-        let mut meta = Vec::new();
-        if self.process_named.insert(pid) {
-            let exe = std::env::current_exe().ok();
-            let exe = exe.as_ref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
-            let name = format!("{} (cpu)", exe.as_deref().unwrap_or("process"));
-            meta.push(
-                json!({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}).to_string(),
-            );
-            let order =
-                json!({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": 0}});
-            meta.push(order.to_string());
-        }
-        if self.threads.insert((pid, tid)) {
-            let name = thread_name(tid).unwrap_or_else(|| format!("thread {tid}"));
-            meta.push(
-                json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
-                    .to_string(),
-            );
-        }
-        meta
-    }
-
-    /// A flow id unique in this trace; the CPU process id in bits 31 to 52 keeps it apart
-    /// from other processes' (at most 2^53, exact in a viewer's `f64`).
-    fn flow_id(&mut self, cpu_pid: u32) -> u64 {
-        self.flows += 1;
-        (u64::from(cpu_pid & 0x3f_ffff) << 31) | (self.flows & 0x7fff_ffff)
-    }
-}
 
 /// A zone's own arguments, written flat into its `args`.
 pub(super) struct ZoneArgs<'a>(pub(super) &'a [(Cow<'static, str>, ArgValue)]);
@@ -147,27 +105,6 @@ pub(super) fn write_launch(
     out.write_event(&flow("f", gpu.pid, u64::from(gpu.tid), gpu.ts_ns, Some("e"))?)
 }
 
-/// Times in a trace: nanoseconds written as microseconds with exactly three decimals.
-pub(super) fn micros_raw(ns: i64) -> std::io::Result<Box<RawValue>> {
-    Ok(RawValue::from_string(micros(ns))?)
-}
-
-/// Nanoseconds as microseconds with exactly three decimals.
-pub(super) fn micros(ns: i64) -> String {
-    let sign = if ns < 0 { "-" } else { "" };
-    let abs = ns.unsigned_abs();
-    format!("{sign}{}.{:03}", abs / 1000, abs % 1000)
-}
-
-/// `later - earlier` in nanoseconds, negative when `later` is the earlier one.
-pub(super) fn signed_ns(later: Instant, earlier: Instant) -> i64 {
-    let ns = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
-    match later.checked_duration_since(earlier) {
-        Some(after) => ns(after),
-        None => -ns(earlier - later),
-    }
-}
-
 impl ChromeTrace {
     /// On the host clock, `ts` is microseconds since `epoch` on the wall clock
     /// ([`SystemTime`]), for the sinks and layers made from now on: pass
@@ -177,7 +114,7 @@ impl ChromeTrace {
     /// millisecond; PTP: microseconds). To open them as one, concatenate their JSON arrays,
     /// copying events as written (`serde_json::value::RawValue`), after giving every GPU
     /// sink a process id unique across the job
-    /// ([`ChromeTraceSink::with_pid`](super::chrome::ChromeTraceSink::with_pid), say
+    /// ([`ChromeTraceSink::with_pid`](super::ChromeTraceSink::with_pid), say
     /// `1000 * rank + device`) and every trace's CPU process one too
     /// ([`with_cpu_pid`](Self::with_cpu_pid)). Times still advance on the monotonic clock:
     /// the wall clock is read once, here.
@@ -225,33 +162,11 @@ impl ChromeTrace {
     /// `tracing` subscriber holding this trace's layer never drops it: flush the trace at the
     /// end so that the spans written after the GPU sinks' last flush reach the file.
     pub fn flush(&self) -> std::io::Result<()> {
-        super::chrome::lock(&self.out).flush()
+        lock(&self.out).flush()
     }
 
     /// The calling thread's CPU track in this trace: (`pid`, `tid`).
     pub fn cpu_track(&self) -> (u32, u64) {
         (self.cpu_pid, thread_number())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{micros, signed_ns};
-    use std::time::{Duration, Instant};
-
-    #[test]
-    fn micros_keep_every_nanosecond() {
-        assert_eq!(micros(0), "0.000");
-        assert_eq!(micros(1), "0.001");
-        assert_eq!(micros(1_234_567), "1234.567");
-        assert_eq!(micros(-1_500), "-1.500");
-    }
-
-    #[test]
-    fn signed_ns_is_negative_when_the_origin_is_later() {
-        let a = Instant::now();
-        let b = a + Duration::from_nanos(1_500);
-        assert_eq!(signed_ns(b, a), 1_500);
-        assert_eq!(signed_ns(a, b), -1_500);
     }
 }

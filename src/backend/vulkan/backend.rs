@@ -1,0 +1,286 @@
+//! The backend itself: [`VulkanBackend`] (what its clones share, the anchors, the host
+//! clock) and its [`Backend`] implementation over the device, the query pages and the queues.
+
+use super::device::VulkanDevice;
+use super::errors::{NOT_CALIBRATED, NO_DEVICE, WAIT_TIMEOUT};
+use super::queries::{PageAllocator, TickScale, TimestampQuery};
+use super::queue::{AnchorSubmitter, Commands};
+use crate::backend::{Backend, BackendError, Elapsed, Mark, Placement};
+use ash::vk;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How the collector's anchors (its calibration pairs) are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Anchors {
+    /// `vkGetCalibratedTimestampsEXT` (or KHR): the device clock and `CLOCK_MONOTONIC` read
+    /// together, so each pair is exact to the driver's reported deviation. Needs the
+    /// extension.
+    Calibrated,
+    /// A timestamp written by a one-command submission to queue 0, paired with the host time
+    /// read just before it is submitted: early by the submission's latency (as CUDA's
+    /// anchors are). Works on every device.
+    Submitted,
+}
+
+/// What a backend and its clones share.
+struct Shared {
+    device: VulkanDevice,
+    scale: TickScale,
+    pages: Mutex<PageAllocator>,
+    anchors: Anchors,
+    submitter: Mutex<Option<AnchorSubmitter>>,
+    /// The host clock's origin, as an `Instant` and as `CLOCK_MONOTONIC` nanoseconds.
+    origin: Instant,
+    origin_mono_ns: i128,
+    wait_timeout: Duration,
+}
+
+/// Vulkan on one device. Cheap to clone: clones share the device, the query pools and the
+/// host clock.
+#[derive(Clone)]
+pub struct VulkanBackend {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for VulkanBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VulkanBackend")
+            .field("device", &self.shared.device)
+            .field("anchors", &self.shared.anchors)
+            .finish()
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock `Instant` reads on Linux and calibrated
+/// timestamps pair the device clock with.
+fn monotonic_ns() -> i128 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // Safety: a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+}
+
+impl VulkanBackend {
+    /// A backend on `device`: calibrated anchors where the device has the extension,
+    /// submitted ones otherwise.
+    pub fn new(device: &VulkanDevice) -> Result<Self, BackendError> {
+        let anchors =
+            if device.has_calibrated_timestamps() { Anchors::Calibrated } else { Anchors::Submitted };
+        Self::with_anchors(device, anchors)
+    }
+
+    /// A backend on `device` that takes its anchors as `anchors` says (fails with code
+    /// [`NOT_CALIBRATED`] for [`Anchors::Calibrated`] on a device without the extension).
+    pub fn with_anchors(device: &VulkanDevice, anchors: Anchors) -> Result<Self, BackendError> {
+        if anchors == Anchors::Calibrated && !device.has_calibrated_timestamps() {
+            return Err(BackendError::new("VulkanBackend::with_anchors", NOT_CALIBRATED));
+        }
+        let scale =
+            TickScale::new(device.timestamp_period(), device.timestamp_valid_bits()).ok_or_else(|| {
+                BackendError::new(
+                    "VulkanBackend::new",
+                    format!("{NO_DEVICE}: the queue family writes no timestamps"),
+                )
+            })?;
+        if device.queue_count() == 0 {
+            return Err(BackendError::new("VulkanBackend::new", format!("{NO_DEVICE}: no queue")));
+        }
+        let submitter = match anchors {
+            Anchors::Submitted => Some(AnchorSubmitter::new(&device.shared)?),
+            Anchors::Calibrated => None,
+        };
+        // The two origins are read back to back: they name the same instant within the
+        // time between the reads (tens of nanoseconds).
+        let before = monotonic_ns();
+        let origin = Instant::now();
+        let after = monotonic_ns();
+        Ok(Self {
+            shared: Arc::new(Shared {
+                device: device.clone(),
+                scale,
+                pages: Mutex::new(PageAllocator::default()),
+                anchors,
+                submitter: Mutex::new(submitter),
+                origin,
+                origin_mono_ns: (before + after) / 2,
+                wait_timeout: Duration::from_secs(10),
+            }),
+        })
+    }
+
+    /// The device.
+    pub fn device_handle(&self) -> &VulkanDevice {
+        &self.shared.device
+    }
+
+    /// How anchors are taken.
+    pub fn anchors(&self) -> Anchors {
+        self.shared.anchors
+    }
+
+    /// How long [`Backend::wait`] (so `flush`) waits for one query before failing with
+    /// [`WAIT_TIMEOUT`]: 10 s. A query submitted to the context whose command buffer never
+    /// reaches the GPU would otherwise hold `flush` forever.
+    pub fn wait_timeout(&self) -> Duration {
+        self.shared.wait_timeout
+    }
+
+    /// The device clock and the host clock ([`Backend::host_now_ns`]) read together, and
+    /// the driver's bound on how far apart the two samples were (ns); `None` without
+    /// calibrated timestamps.
+    pub fn calibrated_now(&self) -> Result<Option<CalibratedPair>, BackendError> {
+        let Some(calibrated) = &self.shared.device.shared.calibrated else { return Ok(None) };
+        let ([device, monotonic], deviation_ns) = calibrated.read()?;
+        let device_ticks = device & self.shared.scale.mask;
+        let host_ns = i64::try_from(i128::from(monotonic) - self.shared.origin_mono_ns).unwrap_or(i64::MAX);
+        Ok(Some(CalibratedPair {
+            device_ticks,
+            device_ns: self.shared.scale.ticks_ns(device_ticks),
+            host_ns,
+            deviation_ns,
+        }))
+    }
+
+    fn device(&self) -> &ash::Device {
+        &self.shared.device.shared.device
+    }
+
+    fn scale(&self) -> &TickScale {
+        &self.shared.scale
+    }
+}
+
+/// One reading of [`VulkanBackend::calibrated_now`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CalibratedPair {
+    /// The device's timestamp counter (masked to its valid bits).
+    pub device_ticks: u64,
+    /// The same, in nanoseconds.
+    pub device_ns: u128,
+    /// The host clock ([`Backend::host_now_ns`]) at the same moment.
+    pub host_ns: i64,
+    /// How far apart the two samples may be, as the driver reports it (ns).
+    pub deviation_ns: u64,
+}
+
+impl Backend for VulkanBackend {
+    type Event = TimestampQuery;
+    type Stream = Commands;
+    type Graph = std::convert::Infallible;
+    type GraphNode = std::convert::Infallible;
+
+    const PLACEMENT: Placement = Placement::Submit;
+
+    fn name(&self) -> &'static str {
+        "vulkan"
+    }
+
+    fn create_event(&self) -> Result<TimestampQuery, BackendError> {
+        lock(&self.shared.pages).next(&self.shared.device.shared)
+    }
+
+    /// The backend's clock stream, for the collector's anchors (it records into no command
+    /// buffer of the application's).
+    fn create_stream(&self) -> Result<Commands, BackendError> {
+        Ok(Commands::clock())
+    }
+
+    fn stream_key(&self, stream: &Commands) -> u64 {
+        stream.lane
+    }
+
+    fn graph_key(&self, graph: &std::convert::Infallible) -> u64 {
+        match *graph {}
+    }
+
+    fn record(&self, event: &TimestampQuery, stream: &Commands) -> Result<(), BackendError> {
+        self.record_mark(event, stream, Mark::End)
+    }
+
+    fn record_mark(&self, event: &TimestampQuery, stream: &Commands, mark: Mark) -> Result<(), BackendError> {
+        if stream.command_buffer == vk::CommandBuffer::null() {
+            return self.record_anchor(event, stream).map(drop);
+        }
+        let stage = match mark {
+            Mark::Begin => vk::PipelineStageFlags::TOP_OF_PIPE,
+            Mark::End | Mark::EndAndBegin => vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+        };
+        event.reset(self.device());
+        // Safety: `VulkanQueue::commands`'s contract: a command buffer of this device in the
+        // recording state, recorded by this thread only; the query was just reset and is
+        // owned by the caller's list.
+        unsafe {
+            self.device().cmd_write_timestamp(stream.command_buffer, stage, event.pool(), event.index())
+        };
+        Ok(())
+    }
+
+    fn record_anchor(&self, event: &TimestampQuery, _stream: &Commands) -> Result<Option<i64>, BackendError> {
+        match self.shared.anchors {
+            Anchors::Calibrated => {
+                let pair = self
+                    .calibrated_now()?
+                    .ok_or_else(|| BackendError::new("record_anchor", NOT_CALIBRATED))?;
+                event.stamp(pair.device_ticks);
+                Ok(Some(pair.host_ns))
+            }
+            Anchors::Submitted => {
+                event.reset(self.device());
+                match lock(&self.shared.submitter).as_mut() {
+                    Some(submitter) => submitter.write(event)?,
+                    None => return Err(BackendError::new("record_anchor", "no anchor submitter")),
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn add_graph_record_node(
+        &self,
+        _event: &TimestampQuery,
+        graph: &std::convert::Infallible,
+        _dependencies: &[std::convert::Infallible],
+    ) -> Result<std::convert::Infallible, BackendError> {
+        match *graph {}
+    }
+
+    fn is_complete(&self, event: &TimestampQuery) -> Result<bool, BackendError> {
+        Ok(event.ticks(self.device(), self.scale())?.is_some())
+    }
+
+    fn wait(&self, event: &TimestampQuery) -> Result<(), BackendError> {
+        let started = Instant::now();
+        let mut pause = Duration::from_micros(10);
+        while !self.is_complete(event)? {
+            if started.elapsed() >= self.shared.wait_timeout {
+                return Err(BackendError::new("vkGetQueryPoolResults", WAIT_TIMEOUT));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    fn elapsed_ms(&self, start: &TimestampQuery, end: &TimestampQuery) -> Result<Option<f32>, BackendError> {
+        Ok(self.elapsed(start, end)?.map(|e| (e.ns as f64 / 1e6) as f32))
+    }
+
+    fn elapsed(&self, start: &TimestampQuery, end: &TimestampQuery) -> Result<Option<Elapsed>, BackendError> {
+        let Some(end_ticks) = end.ticks(self.device(), self.scale())? else { return Ok(None) };
+        let Some(start_ticks) = start.ticks(self.device(), self.scale())? else { return Ok(None) };
+        Ok(Some(Elapsed::from_ns(self.scale().elapsed_ns(start_ticks, end_ticks))))
+    }
+
+    fn host_now_ns(&self) -> i64 {
+        i64::try_from(self.shared.origin.elapsed().as_nanos()).unwrap_or(i64::MAX)
+    }
+
+    fn host_clock_origin(&self) -> Option<Instant> {
+        Some(self.shared.origin)
+    }
+}

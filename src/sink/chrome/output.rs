@@ -1,0 +1,220 @@
+//! The JSON array every sink of one trace writes into ([`TraceOutput`]), the shared handle to
+//! it ([`ChromeTrace`], with its constructors), and one sink's locked view of it
+//! ([`SinkWriter`]). Knows no sink: `ChromeTrace::sink` lives in `sink.rs`, the CPU-side
+//! methods in `cpu.rs`.
+
+use super::tracks::CpuTracks;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::Path;
+// The sinks' shared output is outside the pool's modelled concurrency (only collectors call
+// sinks): plain std.
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+/// Both closing texts are this long, so one always covers the other.
+const TRAILER_LEN: i64 = 3;
+
+/// The text that closes the array after `events` events.
+fn trailer(events: usize) -> &'static [u8] {
+    if events == 0 {
+        b"[]\n"
+    } else {
+        b"\n]\n"
+    }
+}
+
+/// A writer the sink can move back in, to keep the file closed between flushes.
+trait SeekWrite: Write + Seek + Send {}
+impl<T: Write + Seek + Send> SeekWrite for T {}
+
+enum Output {
+    Seekable(Box<dyn SeekWrite>),
+    Stream(Box<dyn Write + Send>),
+}
+
+impl Output {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Self::Seekable(out) => out,
+            Self::Stream(out) => out,
+        }
+    }
+}
+
+/// The JSON array every sink of one [`ChromeTrace`] writes into. Closed (the trailer written)
+/// when the last of the trace and its sinks drops it.
+pub(crate) struct TraceOutput {
+    out: Output,
+    /// Events in the array so far, from every sink.
+    events: usize,
+    /// The CPU process's tracks written so far, and the flow ids handed out.
+    pub(crate) cpu: CpuTracks,
+}
+
+impl TraceOutput {
+    pub(crate) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
+        let separator = if self.events == 0 { "[\n" } else { ",\n" };
+        let out = self.out.writer();
+        out.write_all(separator.as_bytes())?;
+        out.write_all(event.as_bytes())?;
+        self.events += 1;
+        Ok(())
+    }
+
+    pub(super) fn flush(&mut self) -> std::io::Result<()> {
+        let end = trailer(self.events);
+        match &mut self.out {
+            Output::Stream(out) => out.flush(),
+            Output::Seekable(out) => {
+                out.write_all(end)?;
+                out.flush()?;
+                // The next event (or the final trailer, the same length) writes over it.
+                out.seek(SeekFrom::Current(-TRAILER_LEN))?;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Drop for TraceOutput {
+    fn drop(&mut self) {
+        let end = trailer(self.events);
+        let out = self.out.writer();
+        // A failure here cannot be reported; the trace stays valid without the bracket.
+        let _ = out.write_all(end).and_then(|()| out.flush());
+    }
+}
+
+/// One Chrome trace (a JSON array of events) that any number of
+/// [`ChromeTraceSink`](super::ChromeTraceSink)s write into: several tracing contexts, one per
+/// GPU say, in one file, each its own process (module docs, "Several contexts in one trace").
+///
+/// Cheap to clone: clones and the sinks made from it share one output. A mutex serializes
+/// the sinks' writes, taken once per call (a whole batch of zones at a time); only
+/// collectors call sinks, so recording never waits for it.
+///
+/// ```
+/// use gpu_event_pool::sim::SimBackend;
+/// use gpu_event_pool::sink::chrome::ChromeTrace;
+/// use gpu_event_pool::TracingContext;
+///
+/// let path = std::env::temp_dir().join("chrome-trace-doc.json");
+/// let trace = ChromeTrace::create(&path)?;
+/// let mut contexts = Vec::new();
+/// for device in 0..2 {
+///     let gpu = SimBackend::realtime();
+///     let sink = trace.sink().with_backend_clock(&gpu); // pid: the context's id
+///     let ctx = TracingContext::builder(gpu).name(format!("gpu {device}")).sink(sink).build()?;
+///     contexts.push(ctx);
+/// }
+/// // ... record on both, collect both from one thread ...
+/// for ctx in &contexts {
+///     ctx.flush()?; // after each flush the file is a complete JSON array
+/// }
+/// drop(contexts);
+/// drop(trace); // the last one closes the array
+/// # let events: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+/// # assert_eq!(events.iter().filter(|e| e["name"] == "process_name").count(), 2);
+/// # std::fs::remove_file(path).ok();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct ChromeTrace {
+    pub(crate) out: Arc<Mutex<TraceOutput>>,
+    pub(crate) origin: Instant,
+    /// Added to every `ts` (nanoseconds): where `origin` is on the wall clock's origin
+    /// ([`ChromeTrace::with_wall_clock_origin`]); 0 otherwise.
+    pub(crate) origin_ns: i64,
+    /// The process of CPU tracks (launches, the `tracing` layer's spans).
+    pub(crate) cpu_pid: u32,
+}
+
+impl std::fmt::Debug for ChromeTrace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChromeTrace").field("events", &self.events()).finish_non_exhaustive()
+    }
+}
+
+/// Locks the shared output, ignoring poisoning: a sink that panicked mid-write can at worst
+/// leave one event cut short, which the next separator does not make worse.
+pub(crate) fn lock(out: &Mutex<TraceOutput>) -> MutexGuard<'_, TraceOutput> {
+    out.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ChromeTrace {
+    fn with_output(out: Output) -> Self {
+        let out = TraceOutput { out, events: 0, cpu: CpuTracks::default() };
+        Self {
+            out: Arc::new(Mutex::new(out)),
+            origin: Instant::now(),
+            origin_ns: 0,
+            cpu_pid: std::process::id(),
+        }
+    }
+
+    /// A trace written to `out`, with its origin now. `out` cannot seek, so the closing `]`
+    /// comes only when the trace and all its sinks are dropped (module docs).
+    pub fn new(out: impl Write + Send + 'static) -> Self {
+        Self::with_output(Output::Stream(Box::new(out)))
+    }
+
+    /// A trace written to a new file at `path` (replacing any file there), with its origin
+    /// now. The file is a complete JSON array after every flush of any of its sinks.
+    pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
+        let file = BufWriter::new(std::fs::File::create(path)?);
+        Ok(Self::with_output(Output::Seekable(Box::new(file))))
+    }
+
+    /// On the host clock, `ts` 0 is `origin` for every sink made from now on (default: when
+    /// the trace was made).
+    pub fn with_origin(mut self, origin: Instant) -> Self {
+        self.origin = origin;
+        self.origin_ns = 0;
+        self
+    }
+
+    /// `ts` 0 on the host clock, for the sinks made from now on.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// Events written so far by all its sinks (zones and metadata).
+    pub fn events(&self) -> usize {
+        lock(&self.out).events
+    }
+}
+
+/// The trace's output, locked by one sink for one call (so a batch is never split by
+/// another sink's events), counting what that sink writes.
+pub(super) struct SinkWriter<'a> {
+    out: MutexGuard<'a, TraceOutput>,
+    events: &'a mut usize,
+}
+
+impl<'a> SinkWriter<'a> {
+    pub(super) fn lock(out: &'a Mutex<TraceOutput>, events: &'a mut usize) -> Self {
+        Self { out: lock(out), events }
+    }
+
+    /// The CPU tracks' state, in the same lock.
+    pub(super) fn cpu(&mut self) -> &mut CpuTracks {
+        &mut self.out.cpu
+    }
+
+    pub(super) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
+        self.out.write_event(event)?;
+        *self.events += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{trailer, TRAILER_LEN};
+
+    #[test]
+    fn both_trailers_have_the_length_the_flush_moves_back_over() {
+        assert_eq!(trailer(0).len() as i64, TRAILER_LEN);
+        assert_eq!(trailer(1).len() as i64, TRAILER_LEN);
+    }
+}
