@@ -118,16 +118,27 @@ impl Entry {
     /// Locks the entry, spinning while another thread holds it (it is recording one event,
     /// or updating the holders).
     fn lock(&self) -> Locked<'_> {
+        // Relaxed: a guess at the unlocked word; the CAS checks it.
+        let mut expected = self.next.load(Ordering::Relaxed) & !LOCKED;
         loop {
             // Acquire: pairs with the Release store that unlocked: the holders written under
-            // the lock before are visible. An RMW on a locked entry changes nothing.
-            let word = self.next.fetch_or(LOCKED, Ordering::Acquire);
-            if word & LOCKED == 0 {
-                return Locked { entry: self, seq: word >> 1 };
-            }
-            // Relaxed: only waits for the bit to clear; the fetch_or above synchronizes.
-            while self.next.load(Ordering::Relaxed) & LOCKED != 0 {
-                spin_wait();
+            // the lock before are visible. A CAS, not a `fetch_or`: a failed CAS writes
+            // nothing, so waiting threads add no stores of their own (loom, which orders a
+            // plain store only against what its thread has seen, would otherwise let a waiter
+            // read its own "locked" forever).
+            match self.next.compare_exchange_weak(
+                expected,
+                expected | LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Locked { entry: self, seq: expected >> 1 },
+                Err(actual) => {
+                    if actual & LOCKED != 0 {
+                        spin_wait();
+                    }
+                    expected = actual & !LOCKED;
+                }
             }
         }
     }
