@@ -144,11 +144,11 @@ fn magazine_fills_and_spills_while_a_depositor_runs_the_pool_dry() {
     assert!(FILLED_ALL.load(Ordering::Relaxed), "no interleaving filled and spilled a magazine");
 }
 
-/// A context of 3 slots reserving one at a time. The filler records a one-zone list (two
-/// slots) and begins a second (one slot), then drops both unsubmitted: the first fills its
-/// magazine, the second spills it. The other thread records a zone, submits it and collects:
+/// A context of 4 slots reserving one at a time. The filler records a one-zone list (two
+/// slots) and begins a second (two slots: its begin and the one kept for its end), then
+/// drops both unsubmitted: the first fills its magazine, the second spills it. The other thread records a zone, submits it and collects:
 /// the collector releases to the depot. Whoever comes second may find the pool exhausted: that zone is dropped and
-/// counted, never half-emitted, and once everything is flushed all 3 slots are free again.
+/// counted, never half-emitted, and once everything is flushed all 4 slots are free again.
 #[test]
 fn recording_magazine_spills_while_the_collector_releases_and_the_pool_runs_out() {
     static EXHAUSTED: AtomicBool = AtomicBool::new(false);
@@ -157,7 +157,7 @@ fn recording_magazine_spills_while_the_collector_releases_and_the_pool_runs_out(
     // since the collector reads and emits in two phases; run it there by hand with
     // LOOM_LARGE_MODEL_PREEMPTIONS=2 (docs/verification.md).
     common::model_bounded(1, || {
-        let (backend, sink, ctx) = context(3, 3, 1);
+        let (backend, sink, ctx) = context(4, 4, 1);
         let filler = {
             let ctx = ctx.clone();
             thread::spawn(move || {
@@ -192,7 +192,7 @@ fn recording_magazine_spills_while_the_collector_releases_and_the_pool_runs_out(
         let failures = filled.iter().filter(|r| r.is_err()).count() + usize::from(!kept);
         for result in &filled {
             if let Err(e) = result {
-                assert_eq!(*e, RecordError::PoolExhausted { capacity: 3 });
+                assert_eq!(*e, RecordError::PoolExhausted { capacity: 4 });
             }
         }
         let expected: Vec<_> =
@@ -200,7 +200,7 @@ fn recording_magazine_spills_while_the_collector_releases_and_the_pool_runs_out(
         assert_eq!(received(&sink), expected, "exactly the fully recorded, submitted zone arrives");
         let stats = assert_accounted(&ctx);
         assert_eq!(stats.dropped_zones, failures, "{stats:?}");
-        assert_eq!((stats.free, stats.owned, stats.submitted), (3, 0, 0), "{stats:?}");
+        assert_eq!((stats.free, stats.owned, stats.submitted), (4, 0, 0), "{stats:?}");
         if failures > 0 {
             saw(&EXHAUSTED);
         }

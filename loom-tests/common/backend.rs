@@ -31,12 +31,23 @@ pub struct LoomBackend {
 pub struct LoomStream {
     id: u64,
     ticks: Cell<u64>,
+    /// The tick count of a stream several threads record on (each through its own
+    /// `LoomStream` of the same id): its modification order is the GPU's order. `None`: the
+    /// thread's own count (no atomic, so the models that do not need it stay small).
+    shared: Option<loom::sync::Arc<AtomicU64>>,
 }
 
 impl LoomStream {
     /// A stream whose lane is `Lane::Stream(id)`.
     pub fn new(id: u64) -> Self {
-        Self { id, ticks: Cell::new(0) }
+        Self { id, ticks: Cell::new(0), shared: None }
+    }
+
+    /// A handle, for one thread, on the stream `Lane::Stream(id)` whose ticks are `ticks`,
+    /// shared with the other threads recording on it.
+    #[allow(dead_code, reason = "each loom_* target compiles this module; not all record on a shared stream")]
+    pub fn shared(id: u64, ticks: loom::sync::Arc<AtomicU64>) -> Self {
+        Self { id, ticks: Cell::new(0), shared: Some(ticks) }
     }
 }
 
@@ -107,9 +118,17 @@ impl Backend for LoomBackend {
     }
 
     fn record(&self, event: &LoomEvent, stream: &LoomStream) -> Result<(), BackendError> {
-        stream.ticks.set(stream.ticks.get() + 1);
+        let tick = match &stream.shared {
+            // Relaxed: the GPU's order is the counter's modification order; the event's
+            // stamp is published by the Release store below.
+            Some(ticks) => ticks.fetch_add(1, Ordering::Relaxed) + 1,
+            None => {
+                stream.ticks.set(stream.ticks.get() + 1);
+                stream.ticks.get()
+            }
+        };
         // Release: whoever sees the stamp sees the event as recorded.
-        event.stamp.store(stream.ticks.get(), Ordering::Release);
+        event.stamp.store(tick, Ordering::Release);
         Ok(())
     }
 

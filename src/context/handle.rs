@@ -104,6 +104,10 @@ impl<B: Backend> Drop for TracingContext<B> {
     fn drop(&mut self) {
         // AcqRel: the last handle sees every other handle's submissions before flushing.
         if self.shared.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Lists that outlive the context can never be submitted: what they record from
+            // now on is dropped and counted (`RecordError::ContextClosed`). Before the final
+            // flush, which finishes the sinks (they are dropped with the last handle).
+            self.inner().close();
             let background = crate::sync::lock_std(&self.shared.background).take();
             if let Some(Background { stop, thread }) = background {
                 *crate::sync::lock_std(&stop.0) = true;

@@ -10,6 +10,8 @@ mod builder;
 mod collector_thread;
 mod handle;
 mod stats;
+#[cfg(all(test, not(gpu_event_pool_loom)))]
+mod tests;
 #[cfg(feature = "vulkan")]
 mod vulkan;
 

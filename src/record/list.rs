@@ -13,12 +13,17 @@
 //! Each event's record says whether it ends the innermost open zone, begins a new one, or
 //! both (`zone_next`: K adjacent zones take K + 1 events, where the seed takes 2K). The
 //! collector replays the records with a stack to rebuild the zones.
+//!
+//! A zone that begins can always end: `spare` always holds at least one slot per recorded
+//! open zone (`reserved`), so a begin is recorded only if a slot for its end can be kept too;
+//! when the pool is exhausted the inner zones are the ones dropped.
 
-use crate::backend::{Backend, BackendError, Lane, Mark, Placement};
+use super::error::RecordError;
+use crate::backend::{guarded, Backend, Lane, Mark, Placement};
 use crate::launch::{thread_number, Launch};
 use crate::location::Location;
 use crate::shared::config::MAX_SLOTS;
-use crate::shared::lanes::LaneSeq;
+use crate::shared::lanes::{Holder, LaneSeq};
 use crate::shared::record::EventRecord;
 use crate::shared::Inner;
 use crate::slots::freelist::{Chain, NIL};
@@ -33,6 +38,10 @@ const SKIPPED: u32 = NIL - 1;
 
 // No slot index can be mistaken for a marker.
 const _: () = assert!(MAX_SLOTS < SKIPPED && SKIPPED < DROPPED);
+
+/// The backend calls that record an event, as a caught panic names them.
+const RECORD: &str = "Backend::record_mark";
+const ADD_NODE: &str = "Backend::add_graph_record_node";
 
 /// A run of slots owned by the list, linked first to last (empty when `len == 0`).
 #[derive(Debug, Clone, Copy)]
@@ -80,8 +89,11 @@ pub struct EventList<B: Backend> {
     depth: usize,
     /// Zones opened beyond `MAX_DEPTH` (all dropped), closed before anything on the stack.
     overflow: usize,
+    /// Open zones whose begin was recorded: each keeps a slot of `spare` for its end
+    /// (`spare.len >= reserved` between calls).
+    reserved: u32,
     /// The list's place in the order of its home lane (the lane of its first event), taken
-    /// right after that event was recorded, or at submission ([`Placement`]).
+    /// in one step with recording that event, or at submission ([`Placement`]).
     home: Option<LaneSeq>,
     /// The NVTX range of each open zone on the stack (0: none).
     #[cfg(feature = "nvtx")]
@@ -109,6 +121,7 @@ impl<B: Backend> EventList<B> {
             stack: [NIL; MAX_DEPTH],
             depth: 0,
             overflow: 0,
+            reserved: 0,
             home: None,
             #[cfg(feature = "nvtx")]
             nvtx: [0; MAX_DEPTH],
@@ -141,39 +154,14 @@ impl<B: Backend> EventList<B> {
         location: impl Into<Location>,
     ) -> Result<(), RecordError> {
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
-        self.step(lane, false, Some(location.into()), |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
-    }
-
-    /// Begins a zone on `stream` and returns a guard that ends it when dropped, so an early
-    /// return or `?` cannot leave it open. Nest zones through the guard
-    /// ([`ZoneGuard::zone`]): the borrow checker then keeps the nesting right.
-    ///
-    /// A zone that could not be recorded (pool exhausted, backend error) is still opened as
-    /// dropped, counted in the stats, and closed by the guard; [`ZoneGuard::error`] tells.
-    ///
-    /// ```
-    /// use gpu_event_pool::{location, sim::SimBackend, TracingContext};
-    /// let sim = SimBackend::manual();
-    /// let stream = sim.stream();
-    /// let ctx = TracingContext::new(sim.clone()).unwrap();
-    /// let mut list = ctx.list();
-    /// {
-    ///     let mut frame = list.zone(&stream, location!("frame"));
-    ///     let _dispatch = frame.zone(&stream, location!("dispatch"));
-    ///     sim.launch(&stream, 1_000);
-    /// } // both zones end here, innermost first
-    /// assert_eq!(list.open_zones(), 0);
-    /// ctx.submit(list).unwrap();
-    /// ```
-    pub fn zone<'l>(&'l mut self, stream: &'l B::Stream, location: impl Into<Location>) -> ZoneGuard<'l, B> {
-        let error = self.zone_begin(stream, location).err();
-        ZoneGuard { list: self, stream, error }
+        self.step(lane, false, Some(location.into()), RECORD, |b, e, mark| b.record_mark(e, stream, mark))
+            .map(drop)
     }
 
     /// Ends the innermost open zone with one event on `stream`.
     pub fn zone_end(&mut self, stream: &B::Stream) -> Result<(), RecordError> {
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
-        self.step(lane, true, None, |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
+        self.step(lane, true, None, RECORD, |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
     }
 
     /// Ends the innermost open zone and begins the next one with ONE event on `stream`.
@@ -183,7 +171,8 @@ impl<B: Backend> EventList<B> {
         location: impl Into<Location>,
     ) -> Result<(), RecordError> {
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
-        self.step(lane, true, Some(location.into()), |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
+        self.step(lane, true, Some(location.into()), RECORD, |b, e, mark| b.record_mark(e, stream, mark))
+            .map(drop)
     }
 
     /// Begins a zone in `graph`: adds an event-record node after `dependencies` and returns
@@ -195,7 +184,7 @@ impl<B: Backend> EventList<B> {
         location: impl Into<Location>,
     ) -> Result<Option<B::GraphNode>, RecordError> {
         let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
-        self.step(lane, false, Some(location.into()), |b, e, _| {
+        self.step(lane, false, Some(location.into()), ADD_NODE, |b, e, _| {
             b.add_graph_record_node(e, graph, dependencies)
         })
     }
@@ -208,7 +197,7 @@ impl<B: Backend> EventList<B> {
         dependencies: &[B::GraphNode],
     ) -> Result<Option<B::GraphNode>, RecordError> {
         let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
-        self.step(lane, true, None, |b, e, _| b.add_graph_record_node(e, graph, dependencies))
+        self.step(lane, true, None, ADD_NODE, |b, e, _| b.add_graph_record_node(e, graph, dependencies))
     }
 
     /// Ends the innermost open zone and begins the next with ONE event-record node in `graph`.
@@ -219,7 +208,7 @@ impl<B: Backend> EventList<B> {
         location: impl Into<Location>,
     ) -> Result<Option<B::GraphNode>, RecordError> {
         let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
-        self.step(lane, true, Some(location.into()), |b, e, _| {
+        self.step(lane, true, Some(location.into()), ADD_NODE, |b, e, _| {
             b.add_graph_record_node(e, graph, dependencies)
         })
     }
@@ -231,6 +220,7 @@ impl<B: Backend> EventList<B> {
         lane: Lane,
         end: bool,
         begin: Option<Location>,
+        call: &'static str,
         record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
     ) -> Result<Option<R>, RecordError> {
         let ended = if !end {
@@ -246,6 +236,10 @@ impl<B: Backend> EventList<B> {
         } else {
             return Err(RecordError::NoOpenZone);
         };
+        if ended.is_some() {
+            // The slot kept for this end is the one the event below takes.
+            self.reserved -= 1;
+        }
 
         let mut error = None;
         let mut opened = None;
@@ -260,7 +254,13 @@ impl<B: Backend> EventList<B> {
                     error = Some(RecordError::TooDeep { max_depth: MAX_DEPTH });
                 }
                 self.overflow += 1;
-            } else if wanted {
+            } else if !wanted {
+                opened = Some(SKIPPED);
+            } else if let Err(e) = self.refuse_begin(switches.closed()) {
+                self.ctx.count_dropped(1);
+                error = Some(e);
+                opened = Some(DROPPED);
+            } else {
                 // The range opens before the begin event is recorded, and covers the zone's
                 // work on this thread; it is pushed for a zone that fails to record too.
                 #[cfg(feature = "nvtx")]
@@ -269,19 +269,18 @@ impl<B: Backend> EventList<B> {
                 }
                 begin_location = Some(location);
                 launches = switches.launches();
-            } else {
-                opened = Some(SKIPPED);
             }
         }
 
         let mut output = None;
         if ended.is_some() || begin_location.is_some() {
             let begins = begin_location.is_some();
-            match self.record_event(lane, ended.is_some(), begin_location, launches, record) {
+            match self.record_event(lane, ended.is_some(), begin_location, launches, call, record) {
                 Ok((slot, out)) => {
                     output = Some(out);
                     if begins {
                         opened = Some(slot);
+                        self.reserved += 1;
                     }
                 }
                 Err(e) => {
@@ -293,7 +292,7 @@ impl<B: Backend> EventList<B> {
                         self.ctx.count_dropped(1);
                         opened = Some(DROPPED);
                     }
-                    error = Some(e);
+                    error.get_or_insert(e);
                 }
             }
         }
@@ -307,41 +306,65 @@ impl<B: Backend> EventList<B> {
         }
     }
 
-    /// Takes a slot, records its event, writes its record and appends it to the list.
+    /// Why a zone that would be recorded cannot begin, if it cannot: the context is closed, or
+    /// the reservation cannot hold a slot for its begin event and one kept for its end, besides
+    /// those kept for the other open zones (a zone this step ends has given its kept slot
+    /// back already: it becomes the begin event's).
+    fn refuse_begin(&mut self, closed: bool) -> Result<(), RecordError> {
+        if closed {
+            return Err(RecordError::ContextClosed);
+        }
+        self.reserve(self.reserved + 2)
+    }
+
+    /// Takes a slot, records its event, writes its record and appends it to the list. The
+    /// list's first event also takes the list's place on its lane, in the same step.
     fn record_event<R>(
         &mut self,
         lane: Lane,
         ends: bool,
         begins: Option<Location>,
         launches: bool,
+        call: &'static str,
         record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
     ) -> Result<(u32, R), RecordError> {
         let index = self.take_slot()?;
-        let pool = &self.ctx.pool;
-        let slot = pool.slot(index);
-        let backend = &self.ctx.backend;
+        let ctx = &*self.ctx;
+        let slot = ctx.pool.slot(index);
         let mark = match (ends, begins.is_some()) {
             (true, true) => Mark::EndAndBegin,
             (true, false) => Mark::End,
             _ => Mark::Begin,
         };
-        let launch_begin = launches.then(|| backend.host_now_ns());
-        let out = match record(backend, &slot.event, mark) {
-            Ok(out) => out,
+        // A backend that panics loses the event, not the slot: `guarded` makes the panic its
+        // error. With launches on, the record call's host times are kept.
+        let event = || {
+            let begin = launches.then(|| ctx.backend.host_now_ns());
+            let out = guarded(call, || record(&ctx.backend, &slot.event, mark))?;
+            Ok((out, begin.map(|begin| Launch::new(begin, ctx.backend.host_now_ns(), thread_number()))))
+        };
+        let recorded = if self.used.len == 0 && B::PLACEMENT == Placement::FirstRecord {
+            let list_id = self.id;
+            let holder = || holder(list_id, begins.as_ref(), ctx.backend.host_now_ns());
+            ctx.lanes.record_first(lane, event, holder).map(|(home, out)| {
+                self.home = Some(home);
+                out
+            })
+        } else {
+            event()
+        };
+        let (out, launch) = match recorded {
+            Ok(recorded) => recorded,
             Err(e) => {
                 self.untake_slot(index);
-                return Err(e.into());
+                return Err(RecordError::Backend(e));
             }
         };
-        let launched = match launch_begin {
-            Some(begin) => {
-                let launch = Launch::new(begin, backend.host_now_ns(), thread_number());
-                // Safety: the slot is Owned by this list, as for its record below.
-                slot.launch.with_mut(|l| unsafe { *l = launch });
-                true
-            }
-            None => false,
-        };
+        let launched = launch.is_some();
+        if let Some(launch) = launch {
+            // Safety: the slot is Owned by this list, as for its record below.
+            slot.launch.with_mut(|l| unsafe { *l = launch });
+        }
         // Safety: the slot is Owned by this list (taken from its reservation), so no other
         // thread reads or writes its record until the list is submitted or dropped.
         slot.record.with_mut(|r| unsafe {
@@ -349,30 +372,39 @@ impl<B: Backend> EventList<B> {
         });
         if self.used.len == 0 {
             self.used.first = index;
-            if B::PLACEMENT == Placement::FirstRecord {
-                self.home = Some(self.ctx.lanes.next(lane));
-            }
         } else {
             // Relaxed: the list's links are published by the Release CAS of submit or release.
-            pool.slot(self.used.last).link.store(index, Ordering::Relaxed);
+            self.ctx.pool.slot(self.used.last).link.store(index, Ordering::Relaxed);
         }
         self.used.last = index;
         self.used.len += 1;
         Ok((index, out))
     }
 
-    fn take_slot(&mut self) -> Result<u32, RecordError> {
-        if self.spare.len == 0 {
+    /// Refills the reservation until it holds `n` slots (one batch or more at a time).
+    fn reserve(&mut self, n: u32) -> Result<(), RecordError> {
+        while self.spare.len < n {
             let ctx = &self.ctx;
-            let chain =
-                ctx.pool.acquire(ctx.config.batch, || ctx.backend.create_event()).map_err(|e| match e {
-                    AcquireError::Exhausted => {
-                        RecordError::PoolExhausted { capacity: ctx.config.max_capacity }
-                    }
-                    AcquireError::Backend(e) => RecordError::Backend(e),
-                })?;
-            self.spare = Run { first: chain.first, last: chain.last, len: chain.len };
+            let want = ctx.config.batch.max(n - self.spare.len);
+            let chain = ctx.pool.acquire(want, || ctx.backend.create_event()).map_err(|e| match e {
+                AcquireError::Exhausted => RecordError::PoolExhausted { capacity: ctx.config.max_capacity },
+                AcquireError::Backend(e) => RecordError::Backend(e),
+            })?;
+            if self.spare.len == 0 {
+                self.spare.first = chain.first;
+            } else {
+                // Relaxed: the list's own slots; published by whichever Release CAS hands
+                // them on.
+                ctx.pool.slot(self.spare.last).link.store(chain.first, Ordering::Relaxed);
+            }
+            self.spare.last = chain.last;
+            self.spare.len += chain.len;
         }
+        Ok(())
+    }
+
+    fn take_slot(&mut self) -> Result<u32, RecordError> {
+        self.reserve(1)?;
         let index = self.spare.first;
         self.spare.len -= 1;
         if self.spare.len > 0 {
@@ -400,9 +432,19 @@ impl<B: Backend> EventList<B> {
     /// reservation back to the pool. The caller has checked context and open zones.
     pub(crate) fn submit(mut self) {
         if B::PLACEMENT == Placement::Submit && self.used.len > 0 {
-            // Safety: the slot is Owned by this list until the push below.
-            let lane = self.ctx.pool.slot(self.used.first).record.with(|r| unsafe { (*r).lane });
-            self.home = Some(self.ctx.lanes.next(lane));
+            // The place is taken now, in submission order, under the lane's lock and held
+            // until the queue has the list, as a first record's is.
+            // Safety: the slot is Owned by this list until the push in `enqueue`.
+            let (lane, begins) = self
+                .ctx
+                .pool
+                .slot(self.used.first)
+                .record
+                .with(|r| unsafe { ((*r).lane, (*r).begins.clone()) });
+            let (ctx, list_id) = (&self.ctx, self.id);
+            let holder = || holder(list_id, begins.as_ref(), ctx.backend.host_now_ns());
+            let taken = ctx.lanes.record_first(lane, || Ok::<_, std::convert::Infallible>(()), holder);
+            self.home = taken.ok().map(|(home, ())| home);
         }
         let spare = std::mem::replace(&mut self.spare, Run::EMPTY);
         let used = std::mem::replace(&mut self.used, Run::EMPTY);
@@ -417,53 +459,12 @@ impl<B: Backend> EventList<B> {
     }
 }
 
-/// A zone that ends when dropped ([`EventList::zone`]).
-#[must_use = "the zone ends as soon as the guard is dropped"]
-pub struct ZoneGuard<'l, B: Backend> {
-    list: &'l mut EventList<B>,
-    stream: &'l B::Stream,
-    error: Option<RecordError>,
-}
-
-impl<B: Backend> std::fmt::Debug for ZoneGuard<'_, B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZoneGuard").field("list", &self.list.id).field("error", &self.error).finish()
-    }
-}
-
-impl<'l, B: Backend> ZoneGuard<'l, B> {
-    /// Begins a zone nested in this one; it must end (be dropped) before this one can.
-    pub fn zone<'g>(&'g mut self, stream: &'g B::Stream, location: impl Into<Location>) -> ZoneGuard<'g, B> {
-        self.list.zone(stream, location)
-    }
-
-    /// Ends this zone and begins the next one in its place with ONE event (as
-    /// [`EventList::zone_next`]); the guard then ends that one. A failure is kept in
-    /// [`error`](Self::error) (and counted in the stats), like the guard's first zone's.
-    pub fn next(&mut self, location: impl Into<Location>) {
-        self.error = self.list.zone_next(self.stream, location).err();
-    }
-
-    /// Why this zone was not recorded, if it was not (it is still balanced and counted).
-    pub fn error(&self) -> Option<&RecordError> {
-        self.error.as_ref()
-    }
-
-    /// Ends the zone now, reporting a failure to record its end (dropping does the same and
-    /// ignores it: it is counted in the stats either way).
-    pub fn end(self) -> Result<(), RecordError> {
-        let mut guard = std::mem::ManuallyDrop::new(self);
-        drop(guard.error.take());
-        let stream = guard.stream;
-        guard.list.zone_end(stream)
-    }
-}
-
-impl<B: Backend> Drop for ZoneGuard<'_, B> {
-    fn drop(&mut self) {
-        // A failure is counted in the stats (and the zone dropped); nothing to report here.
-        let _ = self.list.zone_end(self.stream);
-    }
+/// The holder of a place taken by list `list_id`, whose first zone begins at `first`.
+fn holder(list_id: u64, first: Option<&Location>, started_ns: i64) -> Holder {
+    // The first event of a list always begins a zone (an end needs a begin recorded before
+    // it), so the fallback is never used.
+    let location = first.cloned().unwrap_or_else(|| crate::location!("list").into());
+    Holder { list_id, location, started_ns }
 }
 
 impl<B: Backend> Drop for EventList<B> {
@@ -500,33 +501,6 @@ impl<B: Backend> Drop for EventList<B> {
             self.ctx.void_place(home);
         }
     }
-}
-
-/// Why a recording call (`zone_begin`, `zone_end`, `zone_next` and their graph forms) did not
-/// record what was asked. Recording always leaves the list usable: a failed begin still opens
-/// a (dropped) zone, so the matching `zone_end` stays balanced.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RecordError {
-    /// `zone_end` or `zone_next` with no zone open in this list.
-    #[error("no zone is open in this list")]
-    NoOpenZone,
-    /// The pool is at its maximum and has no free slot: the zone was dropped (and counted).
-    #[error("event pool exhausted at its maximum capacity of {capacity}: zone dropped")]
-    PoolExhausted {
-        /// The pool's maximum capacity.
-        capacity: u32,
-    },
-    /// Zones nest deeper than the list supports.
-    #[error("zones nested deeper than {max_depth}: zone dropped")]
-    TooDeep {
-        /// The deepest nesting supported.
-        max_depth: usize,
-    },
-    /// The backend failed to create, record or add an event: the zone was dropped, its slot
-    /// went back to the list's reservation.
-    #[error("zone dropped: {0}")]
-    Backend(#[from] BackendError),
 }
 
 /// Why `submit` refused a list. The list is handed back unchanged.

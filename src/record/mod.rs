@@ -5,6 +5,10 @@
 //! lane, and at `submit` hands its events to the shared submission queue. It never reads a
 //! time and never calls a sink: that is `collect`'s work.
 
+mod error;
+mod guard;
 mod list;
 
-pub use list::{EventList, RecordError, SubmitError, ZoneGuard};
+pub use error::RecordError;
+pub use guard::ZoneGuard;
+pub use list::{EventList, SubmitError};

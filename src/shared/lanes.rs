@@ -1,17 +1,26 @@
 //! Per-lane sequence numbers, taken when a list first records: the GPU order of the lists of
-//! one stream, known without asking the GPU.
+//! one stream, known without asking the GPU; and who holds each place still being recorded.
 //!
 //! Events recorded on one stream run in the order they were recorded, so the order in which
 //! lists begin recording on a lane is the order the GPU runs them. Each list takes a
-//! sequence number from its *home lane* (the lane of its first event) right after that first
-//! record; the collector emits the lists of a lane strictly in sequence order, whatever order
-//! they were submitted in and from whichever threads.
+//! sequence number from its *home lane* (the lane of its first event) in the same step as
+//! that first record: the lane's entry is locked, the event recorded, the number taken, the
+//! entry unlocked. Two threads starting lists on one lane at once therefore take their
+//! numbers in the order their first events reach the GPU (a two-step version let a thread
+//! record after another and take its number first). The collector emits the lists of a lane
+//! strictly in sequence order, whatever order they were submitted in and from whichever
+//! threads.
 //!
-//! The table is fixed-size open addressing, lock-free and insert-only:
+//! The table is fixed-size open addressing, insert-only; each entry has a spin lock, taken
+//! once when a list starts (around its first record) and once when it is submitted or
+//! dropped, never per zone:
 //!
 //! ```text
 //!  entry i:  key: AtomicU64   0 = empty, else a 64-bit hash of the lane (never 0)
-//!            next: AtomicU64  the sequence number the next list on this entry takes
+//!            next: AtomicU64  bit 0: locked; bits 1..64: the sequence number the next list
+//!                             on this entry takes
+//!            holders: UnsafeCell<Vec<(seq, Holder)>>   the places taken and not yet handed
+//!                             to the collector (list submitted or dropped), under the lock
 //! ```
 //!
 //! A lane probes up to [`PROBES`] entries from its hash; it claims an empty one with one CAS.
@@ -22,12 +31,16 @@
 //! other's list is incomplete); a lane that shares with a dead lane loses nothing.
 
 use crate::backend::Lane;
-use crate::sync::{AtomicU64, Ordering};
+use crate::location::Location;
+use crate::sync::{spin_wait, AtomicU64, Ordering, UnsafeCell};
 
 /// Entries in a table. A power of two.
 pub(crate) const ENTRIES: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 1024 };
 /// Entries a lane looks at before it shares one.
 const PROBES: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 16 };
+
+/// Bit of an entry's `next` set while a thread holds the entry.
+const LOCKED: u64 = 1;
 
 /// Where a list sits in its home lane's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,10 +51,97 @@ pub(crate) struct LaneSeq {
     pub(crate) seq: u64,
 }
 
+/// The list holding a place on a lane while it is being recorded: what a collector stalled
+/// on that place can tell the application.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(test), expect(dead_code, reason = "read by the collector's stall report (issue 18, item 7)"))]
+pub(crate) struct Holder {
+    /// The list's id.
+    pub(crate) list_id: u64,
+    /// Where its first zone begins.
+    pub(crate) location: Location,
+    /// The backend's host clock when it took the place.
+    pub(crate) started_ns: i64,
+}
+
 #[derive(Debug)]
 struct Entry {
     key: AtomicU64,
+    /// Bit 0: [`LOCKED`]; bits 1..64: the next place.
     next: AtomicU64,
+    /// The places taken on this entry whose lists are not yet submitted or dropped, in place
+    /// order. Read and written only by the thread holding the lock bit of `next`; its
+    /// capacity is kept, so a lane in use allocates nothing.
+    holders: UnsafeCell<Vec<(u64, Holder)>>,
+}
+
+// Safety: `key` and `next` are atomics; `holders` is accessed only by the thread that holds
+// the entry's lock (`next`'s LOCKED bit, taken with an Acquire RMW and released with a
+// Release store), so no two threads ever access it at once, and each sees the last holder's
+// writes.
+unsafe impl Sync for Entry {}
+
+/// An entry locked by this thread: unlocked on drop, keeping the next place as it was (a
+/// first record that failed or panicked takes no place).
+struct Locked<'t> {
+    entry: &'t Entry,
+    /// The next place when the lock was taken.
+    seq: u64,
+}
+
+impl Locked<'_> {
+    /// The entry's holders. Only the lock's holder gets here.
+    fn with_holders<R>(&self, f: impl FnOnce(&mut Vec<(u64, Holder)>) -> R) -> R {
+        // Safety: this thread holds the entry's lock (`Entry`'s Sync impl says why that
+        // makes the access exclusive); the borrow ends before the lock is released.
+        self.entry.holders.with_mut(|holders| f(unsafe { &mut *holders }))
+    }
+
+    /// Takes the next place and unlocks.
+    fn take_place(self) -> u64 {
+        let seq = self.seq;
+        // Release: the holder written under the lock is seen by the next thread to lock.
+        self.entry.next.store((seq + 1) << 1, Ordering::Release);
+        std::mem::forget(self);
+        seq
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // Release: as in `take_place`; the place is not taken.
+        self.entry.next.store(self.seq << 1, Ordering::Release);
+    }
+}
+
+impl Entry {
+    /// Locks the entry, spinning while another thread holds it (it is recording one event,
+    /// or updating the holders).
+    fn lock(&self) -> Locked<'_> {
+        // Relaxed: a guess at the unlocked word; the CAS checks it.
+        let mut expected = self.next.load(Ordering::Relaxed) & !LOCKED;
+        loop {
+            // Acquire: pairs with the Release store that unlocked: the holders written under
+            // the lock before are visible. A CAS, not a `fetch_or`: a failed CAS writes
+            // nothing, so waiting threads add no stores of their own (loom, which orders a
+            // plain store only against what its thread has seen, would otherwise let a waiter
+            // read its own "locked" forever).
+            match self.next.compare_exchange_weak(
+                expected,
+                expected | LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Locked { entry: self, seq: expected >> 1 },
+                Err(actual) => {
+                    if actual & LOCKED != 0 {
+                        spin_wait();
+                    }
+                    expected = actual & !LOCKED;
+                }
+            }
+        }
+    }
 }
 
 /// The table of lanes of one context.
@@ -49,7 +149,6 @@ struct Entry {
 pub(crate) struct LaneTable {
     entries: Box<[Entry]>,
 }
-
 /// A lane's key: a 64-bit mix of its kind and backend key, never 0 (0 marks an empty entry).
 fn key(lane: Lane) -> u64 {
     let (kind, raw) = match lane {
@@ -68,7 +167,11 @@ impl LaneTable {
     pub(crate) fn new() -> Self {
         Self {
             entries: (0..ENTRIES)
-                .map(|_| Entry { key: AtomicU64::new(0), next: AtomicU64::new(0) })
+                .map(|_| Entry {
+                    key: AtomicU64::new(0),
+                    next: AtomicU64::new(0),
+                    holders: UnsafeCell::new(Vec::new()),
+                })
                 .collect(),
         }
     }
@@ -97,13 +200,46 @@ impl LaneTable {
         home
     }
 
-    /// Takes the next place in `lane`'s order.
-    pub(crate) fn next(&self, lane: Lane) -> LaneSeq {
+    /// Records a list's first event on `lane` and takes the lane's next place, as one step:
+    /// no other list of the lane can record its first event between the two, so places
+    /// follow the GPU order of first events. The place is registered as held by `holder()`
+    /// until [`release`](Self::release). If `record` fails (or unwinds), no place is taken.
+    pub(crate) fn record_first<R, E>(
+        &self,
+        lane: Lane,
+        record: impl FnOnce() -> Result<R, E>,
+        holder: impl FnOnce() -> Holder,
+    ) -> Result<(LaneSeq, R), E> {
         let entry = self.entry(lane);
-        // Relaxed: the number itself is the only thing handed over; the list carries it to
-        // the collector through the submission queue's Release/Acquire.
-        let seq = self.entries[entry].next.fetch_add(1, Ordering::Relaxed);
-        LaneSeq { entry: entry as u32, seq }
+        let locked = self.entries[entry].lock();
+        let out = record()?;
+        let holder = holder();
+        locked.with_holders(|holders| holders.push((locked.seq, holder)));
+        let seq = locked.take_place();
+        Ok((LaneSeq { entry: entry as u32, seq }, out))
+    }
+
+    /// The list at `place` was submitted or dropped: it no longer holds its place.
+    pub(crate) fn release(&self, place: LaneSeq) {
+        let locked = self.entries[place.entry as usize].lock();
+        locked.with_holders(|holders| {
+            if let Some(i) = holders.iter().position(|(seq, _)| *seq == place.seq) {
+                holders.remove(i);
+            }
+        });
+    }
+
+    /// The list holding `place`, if it is still being recorded (not yet submitted or
+    /// dropped); `None` once it was handed to the collector, or for a place not taken yet.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "read by the collector's stall report (issue 18, item 7)")
+    )]
+    pub(crate) fn holder(&self, place: LaneSeq) -> Option<Holder> {
+        let locked = self.entries.get(place.entry as usize)?.lock();
+        locked.with_holders(|holders| {
+            holders.iter().find(|(seq, _)| *seq == place.seq).map(|(_, holder)| holder.clone())
+        })
     }
 }
 
@@ -111,27 +247,36 @@ impl LaneTable {
 mod tests {
     use super::*;
 
+    fn holder(list_id: u64) -> Holder {
+        Holder { list_id, location: crate::location!("first zone").into(), started_ns: 7 }
+    }
+
+    /// Takes the next place of `lane` for a list whose first record succeeds.
+    fn take(table: &LaneTable, lane: Lane) -> LaneSeq {
+        table.record_first(lane, || Ok::<_, ()>(()), || holder(0)).unwrap().0
+    }
+
     #[test]
     fn each_lane_counts_its_own_lists_from_zero() {
         let table = LaneTable::new();
         let (a, b) = (Lane::Stream(1), Lane::Stream(2));
-        assert_eq!(table.next(a).seq, 0);
-        assert_eq!(table.next(a).seq, 1);
-        assert_eq!(table.next(b).seq, 0);
-        assert_eq!(table.next(a).seq, 2);
-        assert_ne!(table.next(a).entry, table.next(b).entry);
-        assert_ne!(table.next(Lane::Graph(1)).entry, table.next(a).entry, "kinds are distinct lanes");
+        assert_eq!(take(&table, a).seq, 0);
+        assert_eq!(take(&table, a).seq, 1);
+        assert_eq!(take(&table, b).seq, 0);
+        assert_eq!(take(&table, a).seq, 2);
+        assert_ne!(take(&table, a).entry, take(&table, b).entry);
+        assert_ne!(take(&table, Lane::Graph(1)).entry, take(&table, a).entry, "kinds are distinct lanes");
     }
 
     #[test]
     fn a_full_table_shares_entries_and_keeps_numbering_gapless() {
         let table = LaneTable::new();
         for k in 0..(4 * ENTRIES as u64) {
-            table.next(Lane::Graph(k));
+            take(&table, Lane::Graph(k));
         }
         let lane = Lane::Stream(7);
-        let first = table.next(lane);
-        let second = table.next(lane);
+        let first = take(&table, lane);
+        let second = take(&table, lane);
         assert_eq!(first.entry, second.entry);
         assert_eq!(second.seq, first.seq + 1, "a shared entry still numbers without gaps");
     }
@@ -141,11 +286,54 @@ mod tests {
         let table = LaneTable::new();
         let mut seqs: Vec<u64> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4)
-                .map(|_| s.spawn(|| (0..500).map(|_| table.next(Lane::Stream(3)).seq).collect::<Vec<_>>()))
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..500)
+                            .map(|_| {
+                                let place = take(&table, Lane::Stream(3));
+                                table.release(place);
+                                place.seq
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
                 .collect();
             handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
         });
         seqs.sort_unstable();
         assert_eq!(seqs, (0..2000).collect::<Vec<_>>());
+        let entry = take(&table, Lane::Stream(3)).entry as usize;
+        let locked = table.entries[entry].lock();
+        assert_eq!(locked.with_holders(|h| h.len()), 1, "released places hold nothing; the last still does");
+    }
+
+    #[test]
+    fn a_failed_or_panicking_first_record_takes_no_place_and_unlocks() {
+        let table = LaneTable::new();
+        let lane = Lane::Stream(5);
+        assert_eq!(table.record_first(lane, || Err::<(), _>("failed"), || holder(1)).unwrap_err(), "failed");
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            table.record_first(lane, || -> Result<(), ()> { panic!("boom") }, || holder(2))
+        }));
+        assert!(unwound.is_err());
+        let place = take(&table, lane);
+        assert_eq!(place.seq, 0, "neither took a place, and the lane is not left locked");
+        assert!(table.holder(LaneSeq { entry: place.entry, seq: 1 }).is_none(), "not taken yet");
+    }
+
+    #[test]
+    fn a_place_is_held_by_its_list_until_released() {
+        let table = LaneTable::new();
+        let lane = Lane::Stream(9);
+        let (first, ()) = table.record_first(lane, || Ok::<_, ()>(()), || holder(41)).unwrap();
+        let (second, ()) = table.record_first(lane, || Ok::<_, ()>(()), || holder(42)).unwrap();
+        let held = table.holder(first).expect("held while being recorded");
+        assert_eq!((held.list_id, held.location.name(), held.started_ns), (41, "first zone", 7));
+        assert_eq!(table.holder(second).map(|h| h.list_id), Some(42));
+        table.release(first);
+        assert!(table.holder(first).is_none(), "submitted or dropped: no longer held");
+        assert_eq!(table.holder(second).map(|h| h.list_id), Some(42), "the others stay");
+        table.release(second);
+        assert!(table.holder(second).is_none());
     }
 }

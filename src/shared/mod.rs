@@ -58,9 +58,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) counters: Counters,
     pub(crate) info: ContextInfo,
     /// The run-time switches: bits 0-1 the verbosity, bit 2 set while disabled, bit 3 set
-    /// while NVTX ranges are off, bit 4 set while launches are recorded. Read with one
-    /// relaxed load per recording call (see
-    /// `switches`).
+    /// while NVTX ranges are off, bit 4 set while launches are recorded, bit 5 set once the
+    /// last handle is gone. Read with one relaxed load per recording call (see `switches`).
     switches: AtomicU8,
     /// Lane names given by the user, not yet delivered to the sinks (the collector does).
     pub(crate) lane_names: Mutex<Vec<(Lane, String)>>,
@@ -76,6 +75,9 @@ const DISABLED: u8 = 1 << 2;
 const NVTX_OFF: u8 = 1 << 3;
 /// Bit of `Inner::switches` set while zones keep their launch (`Config::record_launches`).
 const LAUNCHES: u8 = 1 << 4;
+/// Bit of `Inner::switches` set by the last handle's drop: the sinks are finished, nothing
+/// recorded later can be submitted.
+const CLOSED: u8 = 1 << 5;
 
 /// What the recording path reads of the switches, from one load.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +91,12 @@ impl Switches {
             return Verbosity::Off;
         }
         verbosity_of(self.0)
+    }
+
+    /// Whether the context's last handle is gone: a zone that would be recorded is dropped.
+    #[inline]
+    pub(crate) fn closed(self) -> bool {
+        self.0 & CLOSED != 0
     }
 
     /// Whether a recorded zone also pushes an NVTX range.
@@ -173,9 +181,11 @@ impl<B: Backend> Inner<B> {
     }
 
     /// A list dropped unsubmitted gives up its place in its lane's order (the collector skips
-    /// it). Not on the recording path: a short lock, taken once per such list.
+    /// it), and no longer holds it. Not on the recording path: a short lock, taken once per
+    /// such list.
     pub(crate) fn void_place(&self, place: LaneSeq) {
         lock(&self.void_places).push(place);
+        self.lanes.release(place);
     }
 
     /// Owned -> Submitted: puts a list's events on the submission queue.
@@ -197,6 +207,8 @@ impl<B: Backend> Inner<B> {
         self.pool.mark_submitted(used.len);
         self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
         self.queue.push(&self.pool, used.first);
+        // Handed to the collector: the place is no longer held by a list being recorded.
+        self.lanes.release(home);
     }
 
     /// A new list id, unique within the context.
@@ -225,6 +237,11 @@ impl<B: Backend> Inner<B> {
     /// Whether recording is on.
     pub(crate) fn is_enabled(&self) -> bool {
         self.switches.load(Ordering::Relaxed) & DISABLED == 0
+    }
+
+    /// The last handle is going: later recording is dropped and counted.
+    pub(crate) fn close(&self) {
+        self.set_switch(CLOSED, true);
     }
 
     /// Turns the NVTX ranges around zones on or off.

@@ -109,3 +109,26 @@ fn an_exiting_thread_returns_its_magazine_and_the_next_thread_reuses_the_record(
     assert_eq!((c.free, c.magazines, c.handed_out), (16, 1, 0), "one record, reused");
     assert_eq!(m.count_quiescent(&links, 100), 16);
 }
+
+/// `acquire(links, 0)` takes nothing, in every build: before, release builds handed out an
+/// empty chain and left the magazine claiming a slot it had given away (so that slot was
+/// later handed out twice, and another lost).
+#[test]
+fn acquiring_zero_slots_takes_nothing_and_leaves_the_magazine_whole() {
+    let (links, m) = stocked(16, 8);
+    let one = m.acquire(&links, 1).unwrap();
+    let zero = m.acquire(&links, 0);
+    let mut held = vec![one];
+    while let Some(chain) = m.acquire(&links, 1) {
+        held.push(chain);
+    }
+    let mut seen: Vec<u32> = held.iter().map(|chain| chain.first).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), 16, "every slot handed out exactly once: {held:?}");
+    assert_eq!(zero, None, "zero slots asked for, none taken");
+    for chain in held {
+        m.release(&links, chain);
+    }
+    assert_eq!((m.counts().free, m.count_quiescent(&links, 100)), (16, 16));
+}
