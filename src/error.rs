@@ -65,4 +65,22 @@ pub enum Error {
     /// still got the batch, and later lists are still collected.
     #[error("sink panicked: {0}")]
     SinkPanicked(String),
+    /// A list still being recorded held its lane longer than the hold limit
+    /// ([`Config::hold_limit`](crate::Config::hold_limit)): the lists submitted after it on
+    /// that lane were emitted without it. When it is submitted it is still emitted (and
+    /// counted in `Stats::lists_late`), shown apart from its lane's in-order zones.
+    #[error(
+        "list {list_id} (first zone {location}) held lane {lane:?} for {held_for:?} without being \
+         submitted; the lane moved on without it"
+    )]
+    LaneHeld {
+        /// The lane (stream) it held.
+        lane: crate::backend::Lane,
+        /// The list's id ([`EventList::id`](crate::EventList::id)).
+        list_id: u64,
+        /// Its first zone's name and source location (`name at file:line`).
+        location: String,
+        /// How long it had held the lane.
+        held_for: std::time::Duration,
+    },
 }

@@ -342,3 +342,105 @@ fn by_default_background_failures_are_logged_as_warnings() {
         "{logged:?}"
     );
 }
+
+/// Issue 18, item 7: one list kept open while 300 later lists of its stream are submitted
+/// over 60 ms used to stall the stream (its later lists waited for the open one's place) and
+/// drain the pool: 0 zones emitted, 997 dropped, and nothing said why. Now, past the hold
+/// limit, the collector reports which list holds the lane (its id, its first zone, for how
+/// long) and the lane moves on; the open list, submitted at last, is still emitted (late),
+/// and a Chrome trace and Tracy's lanes show no crossing for it.
+#[test]
+fn a_list_held_open_past_the_hold_limit_is_reported_and_its_lane_moves_on() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let zones = MemorySink::new();
+    let (trace, json) = chrome_trace();
+    let ctx = TracingContext::builder(sim.clone())
+        .hold_limit(Duration::from_millis(10))
+        .sink(zones.clone())
+        .sink(trace)
+        .build()
+        .unwrap();
+    let mut held = ctx.list();
+    let held_id = held.id();
+    held.zone_begin(&stream, gpu_event_pool::location!("held open")).unwrap();
+    let mut reports = Vec::new();
+    for i in 0..300 {
+        let mut list = ctx.list();
+        list.zone_begin(&stream, gpu_event_pool::location!("later")).unwrap();
+        sim.launch(&stream, 100_000);
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        sim.advance(200_000);
+        if let Err(e) = ctx.collect() {
+            reports.push((i, e.error.to_string()));
+        }
+    }
+    assert_eq!(reports.len(), 1, "reported once: {reports:?}");
+    let (when, report) = &reports[0];
+    assert!((48..=52).contains(when), "reported at list {when}, 10 ms in");
+    assert!(
+        report.contains(&format!("list {held_id}")) && report.contains("held open at tests/failures.rs"),
+        "{report}"
+    );
+    let stats = ctx.stats();
+    assert_eq!((stats.lanes_released, stats.dropped_zones), (1, 0), "{stats:?}");
+    assert!(stats.zones_emitted >= 295, "{stats:?}");
+
+    held.zone_end(&stream).unwrap();
+    ctx.submit(held).unwrap();
+    sim.advance(1_000_000);
+    ctx.flush().unwrap();
+    let stats = ctx.stats();
+    assert_eq!((stats.zones_emitted, stats.lists_late, stats.unaccounted()), (301, 1, 0), "{stats:?}");
+    assert_eq!(zones.zones().last().unwrap().location.name(), "held open", "emitted last, late");
+    drop(ctx);
+    let crossings = chrome_crossings(&json.lock().unwrap());
+    assert_eq!(crossings, 0);
+}
+
+/// A Chrome trace written into memory.
+fn chrome_trace() -> (gpu_event_pool::sink::chrome::ChromeTraceSink, Arc<Mutex<Vec<u8>>>) {
+    #[derive(Clone)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let out = Arc::new(Mutex::new(Vec::new()));
+    (gpu_event_pool::sink::chrome::ChromeTraceSink::new(Shared(Arc::clone(&out))), out)
+}
+
+/// Complete events of one track (pid, tid) that partly overlap, as a viewer would count
+/// them (`shared/tools/trace-check`).
+fn chrome_crossings(trace: &[u8]) -> usize {
+    let events: Vec<serde_json::Value> = serde_json::from_slice(trace).unwrap();
+    let mut tracks: std::collections::HashMap<(u64, u64), Vec<(f64, f64)>> = Default::default();
+    for e in events.iter().filter(|e| e["ph"] == "X") {
+        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        tracks
+            .entry((e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+            .or_default()
+            .push((ts, ts + dur));
+    }
+    let mut crossings = 0;
+    for spans in tracks.values_mut() {
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+        let mut open: Vec<(f64, f64)> = Vec::new();
+        for &(begin, end) in spans.iter() {
+            while open.last().is_some_and(|top| top.1 <= begin + 1e-6) {
+                open.pop();
+            }
+            if open.last().is_some_and(|top| end > top.1 + 1e-6) {
+                crossings += 1;
+            }
+            open.push((begin, end));
+        }
+    }
+    crossings
+}

@@ -818,18 +818,30 @@ fn a_list_is_shown_whole_on_the_lane_of_its_first_zone() {
 
 #[test]
 fn a_batch_tracy_would_read_as_a_timer_wrap_is_refused_whole() {
+    // On a shared lane (graphs share one): a stream's own lane never goes back (a list that
+    // would is shown on the late lane).
     let (mut sink, recorder) = opened_sink();
-    send(&mut sink, 1, &[zone(location!("late stream"), 0, 10_000_000_000, 10_000_001_000)]).unwrap();
+    send(
+        &mut sink,
+        1,
+        &[zone_on(Lane::Graph(1), location!("late graph"), 0, 10_000_000_000, 10_000_001_000)],
+    )
+    .unwrap();
     let before = recorder.messages().len();
 
-    let error =
-        send(&mut sink, 2, &[zone(location!("early stream"), 0, 5_000_000_000, 5_000_001_000)]).unwrap_err();
+    let error = send(
+        &mut sink,
+        2,
+        &[zone_on(Lane::Graph(2), location!("early graph"), 0, 5_000_000_000, 5_000_001_000)],
+    )
+    .unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
     assert!(error.to_string().contains("list 2"), "{error}");
     assert_eq!(recorder.messages().len(), before, "nothing of a refused batch is sent");
 
     // A jump back within Tracy's window is fine.
-    send(&mut sink, 3, &[zone(location!("close stream"), 0, 9_000_000_000, 9_000_001_000)]).unwrap();
+    send(&mut sink, 3, &[zone_on(Lane::Graph(3), location!("close graph"), 0, 9_000_000_000, 9_000_001_000)])
+        .unwrap();
     Model::replay(&recorder.messages());
 }
 
@@ -983,4 +995,38 @@ fn a_context_per_gpu_takes_a_tracy_context_per_stream_lane_from_the_process_pool
         Some(254 - taken as u8),
         "{taken} ids: the lanes, and the one GPU 3's sink reserved"
     );
+}
+
+/// A list held open past the hold limit is emitted after the later lists of its stream: on
+/// the stream's lane it would go back in time, so it is shown on the sink's late lane, and
+/// every lane stays in time order.
+#[test]
+fn a_list_emitted_after_its_lane_moved_on_is_shown_on_the_late_lane() {
+    let mut config = Config::default();
+    config.hold_limit = Duration::from_millis(1);
+    let (sim, ctx, recorder, memory) = traced_context(config);
+    let stream = sim.stream();
+    let mut held = ctx.list();
+    held.zone_begin(&stream, location!("held open")).unwrap();
+    for _ in 0..20 {
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("later")).unwrap();
+        sim.launch(&stream, 100_000);
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        sim.advance(200_000);
+        let _ = ctx.collect();
+    }
+    held.zone_end(&stream).unwrap();
+    ctx.submit(held).unwrap();
+    sim.advance(1_000_000);
+    ctx.flush().unwrap();
+    assert_eq!(memory.zones().len(), 21);
+    let model = Model::replay(&recorder.messages());
+    for lane in model.contexts.values() {
+        lane.assert_in_time_order();
+    }
+    let late = model.named("gpu / late lists");
+    assert_eq!(late.zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>(), ["held open"]);
+    assert_eq!(model.zone_count(), 21);
 }

@@ -9,7 +9,7 @@ use super::clock::Clock;
 use super::report::CollectReport;
 use crate::backend::{panic_message, Backend, Lane};
 use crate::error::Error;
-use crate::shared::lanes::ENTRIES;
+use crate::shared::lanes::{LaneSeq, ENTRIES};
 use crate::shared::record::{EventRecord, ListKind};
 use crate::shared::Inner;
 use crate::sink::{ContextInfo, Sink, Zone, ZoneBatch};
@@ -19,6 +19,12 @@ use std::collections::{BTreeMap, HashMap};
 
 /// In `Emitter::waiting`, a place given up by a list dropped unsubmitted (no slot).
 const VOID: u32 = NIL;
+
+/// A lane the hold limit moved on, and its report.
+struct HeldLane {
+    entry: u32,
+    error: Error,
+}
 
 /// State only the emitting collector touches (behind the collector's emitter lock).
 pub(crate) struct Emitter<B: Backend> {
@@ -141,17 +147,37 @@ impl<B: Backend> Emitter<B> {
         }
         ctx.read.take_all(&ctx.pool, &mut self.taken);
         let mut touched = Vec::new();
-        for first in self.taken.drain(..) {
+        let mut release: Option<Chain> = None;
+        let mut taken = std::mem::take(&mut self.taken);
+        for first in taken.drain(..) {
             // Safety: taken from the read queue by the emitter, the list's only owner now.
             let seq = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_seq });
+            if seq.seq < self.next_place[seq.entry as usize] {
+                // Its lane moved on without it (the hold limit): emitted now, late.
+                ctx.counters.lists_late.fetch_add(1, Ordering::Relaxed);
+                let (chain, failure) = self.emit_list(ctx, first, report);
+                if let Some(e) = failure {
+                    fail(report, e);
+                }
+                append(ctx, &mut release, chain);
+                continue;
+            }
             self.waiting.entry(seq.entry).or_default().insert(seq.seq, first);
             self.waiting_lists += 1;
             touched.push(seq.entry);
         }
-        // Places given up by lists dropped unsubmitted: skipped when their turn comes.
+        self.taken = taken;
+        // Places given up by lists dropped unsubmitted: skipped when their turn comes (or
+        // already passed, by the hold limit).
         for void in std::mem::take(&mut *lock(&ctx.void_places)) {
-            self.waiting.entry(void.entry).or_default().insert(void.seq, VOID);
-            touched.push(void.entry);
+            if void.seq >= self.next_place[void.entry as usize] {
+                self.waiting.entry(void.entry).or_default().insert(void.seq, VOID);
+                touched.push(void.entry);
+            }
+        }
+        for held in self.release_held_lanes(ctx) {
+            touched.push(held.entry);
+            fail(report, held.error);
         }
         if force {
             touched.extend(self.waiting.keys().copied());
@@ -166,7 +192,6 @@ impl<B: Backend> Emitter<B> {
                 heads.push(head);
             }
         }
-        let mut release: Option<Chain> = None;
         while let Some(std::cmp::Reverse((_, entry, place, first))) = heads.pop() {
             let lists = self.waiting.get_mut(&entry).expect("a head is waiting");
             lists.remove(&place);
@@ -196,6 +221,39 @@ impl<B: Backend> Emitter<B> {
         ctx.counters.emitter_ns.fetch_add(spent, Ordering::Relaxed);
         ctx.counters.sinks_stopped.store(self.stopped, Ordering::Relaxed);
         error
+    }
+
+    /// Lanes whose next place is held by a list still being recorded for longer than the
+    /// hold limit, while later lists of the lane wait: each moves on past that place (the
+    /// list is emitted late when it comes), and is reported once.
+    fn release_held_lanes(&mut self, ctx: &Inner<B>) -> Vec<HeldLane> {
+        let mut held = Vec::new();
+        let limit = i64::try_from(ctx.config.hold_limit.as_nanos()).unwrap_or(i64::MAX);
+        let mut now = None;
+        for (&entry, lists) in &self.waiting {
+            let next = &mut self.next_place[entry as usize];
+            if lists.contains_key(next) {
+                continue;
+            }
+            let place = LaneSeq { entry, seq: *next };
+            let Some(holder) = ctx.lanes.holder(place) else { continue };
+            let now = *now.get_or_insert_with(|| ctx.backend.host_now_ns());
+            let held_for = now.saturating_sub(holder.started_ns);
+            if held_for < limit {
+                continue;
+            }
+            *next += 1;
+            ctx.counters.lanes_released.fetch_add(1, Ordering::Relaxed);
+            let location = &holder.location;
+            let error = Error::LaneHeld {
+                lane: holder.lane,
+                list_id: holder.list_id,
+                location: format!("{} at {}:{}", location.name(), location.file(), location.line()),
+                held_for: std::time::Duration::from_nanos(held_for.unsigned_abs()),
+            };
+            held.push(HeldLane { entry, error });
+        }
+        held
     }
 
     /// The list of `entry` whose turn it is, as (list id, entry, place, first slot); with

@@ -70,6 +70,12 @@ impl<B: Backend> Builder<B> {
         self.set.push(Box::new(move |c| c.anchor_interval = interval));
         self
     }
+    /// Sets how long a list still being recorded may hold back the later lists of its lane
+    /// before the collector reports it and moves on ([`Config::hold_limit`], default 500 ms).
+    pub fn hold_limit(mut self, limit: Duration) -> Self {
+        self.set.push(Box::new(move |c| c.hold_limit = limit));
+        self
+    }
     /// Runs a collector thread owned by the context, calling `collect` every `period` until
     /// the last handle is dropped (which then stops it and flushes). Keeps anchors fresh
     /// and the pool drained without a loop in the application.

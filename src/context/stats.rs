@@ -61,6 +61,12 @@ pub struct Stats {
     /// Sinks that panicked and are no longer called (each is reported once, as
     /// `Error::SinkPanicked`).
     pub sinks_stopped: usize,
+    /// Times a lane moved on past a list still being recorded that held it longer than the
+    /// hold limit (each reported as `Error::LaneHeld`).
+    pub lanes_released: usize,
+    /// Lists emitted after their lane moved on without them (late, shown apart from the
+    /// lane's in-order zones).
+    pub lists_late: usize,
     /// Host nanoseconds spent emitting: the part of collection that runs on one thread at a
     /// time (placing each list on the timeline, building its zones, the sinks, releasing
     /// slots). Reading times is not in it: concurrent `collect` callers share that.
@@ -96,6 +102,8 @@ impl Stats {
             lists_shifted: get(&c.lists_shifted),
             sink_failures: get(&c.sink_failures),
             sinks_stopped: get(&c.sinks_stopped),
+            lanes_released: get(&c.lanes_released),
+            lists_late: get(&c.lists_late),
             emitter_ns: c.emitter_ns.load(Ordering::Relaxed),
         }
     }

@@ -345,7 +345,7 @@ impl<B: Backend> EventList<B> {
         };
         let recorded = if self.used.len == 0 && B::PLACEMENT == Placement::FirstRecord {
             let list_id = self.id;
-            let holder = || holder(list_id, begins.as_ref(), ctx.backend.host_now_ns());
+            let holder = || holder(list_id, lane, begins.as_ref(), ctx.backend.host_now_ns());
             ctx.lanes.record_first(lane, event, holder).map(|(home, out)| {
                 self.home = Some(home);
                 out
@@ -442,7 +442,7 @@ impl<B: Backend> EventList<B> {
                 .record
                 .with(|r| unsafe { ((*r).lane, (*r).begins.clone()) });
             let (ctx, list_id) = (&self.ctx, self.id);
-            let holder = || holder(list_id, begins.as_ref(), ctx.backend.host_now_ns());
+            let holder = || holder(list_id, lane, begins.as_ref(), ctx.backend.host_now_ns());
             let taken = ctx.lanes.record_first(lane, || Ok::<_, std::convert::Infallible>(()), holder);
             self.home = taken.ok().map(|(home, ())| home);
         }
@@ -459,12 +459,13 @@ impl<B: Backend> EventList<B> {
     }
 }
 
-/// The holder of a place taken by list `list_id`, whose first zone begins at `first`.
-fn holder(list_id: u64, first: Option<&Location>, started_ns: i64) -> Holder {
+/// The holder of a place on `lane` taken by list `list_id`, whose first zone begins at
+/// `first`.
+fn holder(list_id: u64, lane: Lane, first: Option<&Location>, started_ns: i64) -> Holder {
     // The first event of a list always begins a zone (an end needs a begin recorded before
     // it), so the fallback is never used.
     let location = first.cloned().unwrap_or_else(|| crate::location!("list").into());
-    Holder { list_id, location, started_ns }
+    Holder { list_id, lane, location, started_ns }
 }
 
 impl<B: Backend> Drop for EventList<B> {

@@ -32,6 +32,12 @@ pub struct Config {
     /// distance from an anchor, which converts back to whole nanoseconds exactly below
     /// 16 ms. Default 5 ms.
     pub anchor_interval: Duration,
+    /// How long a list still being recorded may hold back the later lists of its lane (the
+    /// lane's GPU order waits for its place). Past it, the collector reports
+    /// `Error::LaneHeld` (which list, where its first zone is, for how long) and emits the
+    /// lane's later lists without it; the late list is emitted when it comes, apart from the
+    /// lane's in-order zones. Default 500 ms.
+    pub hold_limit: Duration,
     /// With `Some(period)`, the context runs its own collector thread, which calls
     /// [`TracingContext::collect`](crate::TracingContext::collect) every `period` until the last handle is dropped. Default
     /// `None`: the application calls `collect`.
@@ -57,6 +63,7 @@ impl Default for Config {
             batch: 16,
             verbosity: Verbosity::Fine,
             anchor_interval: Duration::from_millis(5),
+            hold_limit: Duration::from_millis(500),
             collect_every: None,
             #[cfg(feature = "nvtx")]
             nvtx_ranges: true,

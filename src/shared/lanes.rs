@@ -54,10 +54,11 @@ pub(crate) struct LaneSeq {
 /// The list holding a place on a lane while it is being recorded: what a collector stalled
 /// on that place can tell the application.
 #[derive(Debug, Clone)]
-#[cfg_attr(not(test), expect(dead_code, reason = "read by the collector's stall report (issue 18, item 7)"))]
 pub(crate) struct Holder {
     /// The list's id.
     pub(crate) list_id: u64,
+    /// The lane it holds a place on.
+    pub(crate) lane: Lane,
     /// Where its first zone begins.
     pub(crate) location: Location,
     /// The backend's host clock when it took the place.
@@ -231,10 +232,6 @@ impl LaneTable {
 
     /// The list holding `place`, if it is still being recorded (not yet submitted or
     /// dropped); `None` once it was handed to the collector, or for a place not taken yet.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "read by the collector's stall report (issue 18, item 7)")
-    )]
     pub(crate) fn holder(&self, place: LaneSeq) -> Option<Holder> {
         let locked = self.entries.get(place.entry as usize)?.lock();
         locked.with_holders(|holders| {
@@ -248,7 +245,12 @@ mod tests {
     use super::*;
 
     fn holder(list_id: u64) -> Holder {
-        Holder { list_id, location: crate::location!("first zone").into(), started_ns: 7 }
+        Holder {
+            list_id,
+            lane: Lane::Stream(9),
+            location: crate::location!("first zone").into(),
+            started_ns: 7,
+        }
     }
 
     /// Takes the next place of `lane` for a list whose first record succeeds.

@@ -34,6 +34,8 @@ pub(crate) struct Counters {
     pub(crate) lists_shifted: AtomicUsize,
     pub(crate) sink_failures: AtomicUsize,
     pub(crate) sinks_stopped: AtomicUsize,
+    pub(crate) lanes_released: AtomicUsize,
+    pub(crate) lists_late: AtomicUsize,
     pub(crate) emitter_ns: AtomicU64,
 }
 
@@ -156,6 +158,8 @@ impl<B: Backend> Inner<B> {
                 lists_shifted: AtomicUsize::new(0),
                 sink_failures: AtomicUsize::new(0),
                 sinks_stopped: AtomicUsize::new(0),
+                lanes_released: AtomicUsize::new(0),
+                lists_late: AtomicUsize::new(0),
                 emitter_ns: AtomicU64::new(0),
             },
             info,

@@ -21,13 +21,16 @@
 //! Lane::Stream(k), first `max_stream_lanes` streams  ->  "<context> / <name>" or "<context> / stream N"
 //! Lane::Stream(k), any later stream                  ->  "<context> / other streams" (shared)
 //! Lane::Graph(_),  every graph                       ->  "<context> / graphs"        (shared)
+//! a list emitted late (its lane moved on without it) ->  "<context> / late lists"    (shared)
 //! ```
 //!
 //! A context is made when its lane first emits a zone (never for a named but unused stream).
 //! `N` counts the sink's own stream lanes in order of first use; a name given with
 //! [`TracingContext::name_stream`](crate::TracingContext::name_stream) replaces it (and
-//! renames the context if it already exists). A sink therefore holds at most
-//! `max_stream_lanes + 2` contexts ([`TracySink::with_max_stream_lanes`], default
+//! renames the context if it already exists). A list whose lane moved on without it (it was
+//! held open past the collector's hold limit, `Config::hold_limit`) would go back in time
+//! on its stream's lane: it is shown on the late lane instead. A sink therefore holds at
+//! most `max_stream_lanes + 3` contexts ([`TracySink::with_max_stream_lanes`], default
 //! [`DEFAULT_MAX_STREAM_LANES`]). Shared lanes cannot promise time order: graphs or streams
 //! that run at the same time cross there.
 //!
@@ -141,8 +144,11 @@ struct Track {
     id: u8,
     /// The stream this context was made for; `None` for a shared one (graphs, other streams).
     lane: Option<Lane>,
-    /// The last time uploaded (Tracy's wrap check compares against it).
+    /// The last time uploaded (Tracy's wrap check compares against it), or the time the
+    /// context was made.
     last_time: i64,
+    /// The latest time uploaded, once any was.
+    latest: Option<i64>,
 }
 
 /// The tracing context a sink was opened for.
@@ -159,6 +165,8 @@ struct Opened {
 enum Shared {
     Graphs,
     OtherStreams,
+    /// Lists emitted after their lane moved on without them (the collector's hold limit).
+    Late,
 }
 
 /// Sends zones to the Tracy profiler: one calibrated Tracy GPU context per stream lane (the
@@ -187,6 +195,7 @@ pub struct TracySink<A: TracyApi = TracyClient> {
     names: HashMap<Lane, String>,
     graphs: Option<usize>,
     other_streams: Option<usize>,
+    late: Option<usize>,
     /// Streams with a track of their own.
     stream_tracks: usize,
     /// The next query id (wrapping): every id is resolved before the next is taken.
@@ -238,6 +247,7 @@ impl<A: TracyApi> TracySink<A> {
             names: HashMap::new(),
             graphs: None,
             other_streams: None,
+            late: None,
             stream_tracks: 0,
             next_query: 0,
             locations: HashMap::new(),
@@ -247,7 +257,7 @@ impl<A: TracyApi> TracySink<A> {
 
     /// How many streams get a Tracy context of their own (default
     /// [`DEFAULT_MAX_STREAM_LANES`]); later ones share `"<context> / other streams"`. With 0,
-    /// every stream shares that lane. A sink holds at most this many contexts plus two.
+    /// every stream shares that lane. A sink holds at most this many contexts plus three.
     pub fn with_max_stream_lanes(mut self, lanes: usize) -> Self {
         self.max_stream_lanes = lanes;
         self
@@ -274,7 +284,7 @@ impl<A: TracyApi> TracySink<A> {
         let now = (self.host_clock)();
         self.api.new_context(id, opened.kind, now);
         self.api.name_context(id, name);
-        self.tracks.push(Track { id, lane, last_time: now });
+        self.tracks.push(Track { id, lane, last_time: now, latest: None });
         Some(self.tracks.len() - 1)
     }
 
@@ -283,6 +293,7 @@ impl<A: TracyApi> TracySink<A> {
         let (slot, suffix) = match which {
             Shared::Graphs => (self.graphs, "graphs"),
             Shared::OtherStreams => (self.other_streams, "other streams"),
+            Shared::Late => (self.late, "late lists"),
         };
         if let Some(track) = slot {
             return Ok(track);
@@ -295,6 +306,7 @@ impl<A: TracyApi> TracySink<A> {
         match which {
             Shared::Graphs => self.graphs = Some(track),
             Shared::OtherStreams => self.other_streams = Some(track),
+            Shared::Late => self.late = Some(track),
         }
         Ok(track)
     }
@@ -408,7 +420,13 @@ impl<A: TracyApi> Sink for TracySink<A> {
         if self.opened.is_none() {
             return Err(not_opened());
         }
-        let track = self.track_for(first.lane)?;
+        let mut track = self.track_for(first.lane)?;
+        let on_own_lane = self.tracks[track].lane.is_some();
+        if on_own_lane && self.tracks[track].latest.is_some_and(|latest| first.host_begin_ns < latest) {
+            // A list emitted after its lane moved on without it (the collector's hold limit):
+            // shown on the late lane, so that the stream's own lane never goes back in time.
+            track = self.shared(Shared::Late)?;
+        }
         let mut open = std::mem::take(&mut self.open);
         // First pass: would any time look like a timer wrap to Tracy?
         let (mut last, mut back) = (self.tracks[track].last_time, 0);
@@ -432,7 +450,10 @@ impl<A: TracyApi> Sink for TracySink<A> {
         let context = self.tracks[track].id;
         walk(zones, &mut open, |step| self.emit(context, zones, step));
         self.open = open;
-        self.tracks[track].last_time = last;
+        let track = &mut self.tracks[track];
+        track.last_time = last;
+        let end = zones.iter().map(|z| z.host_end_ns).max().unwrap_or(last);
+        track.latest = Some(track.latest.map_or(end, |l| l.max(end)));
         Ok(())
     }
 }
