@@ -22,25 +22,9 @@
 use super::format::{micros_raw, signed_ns};
 use super::output::{lock, ChromeTrace, SinkWriter};
 use crate::launch::{thread_number, Launch};
-use crate::location::ArgValue;
-use serde::ser::SerializeMap;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use std::borrow::Cow;
 use std::time::{Instant, SystemTime};
-
-/// A zone's own arguments, written flat into its `args`.
-pub(super) struct ZoneArgs<'a>(pub(super) &'a [(Cow<'static, str>, ArgValue)]);
-
-impl Serialize for ZoneArgs<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.0.len()))?;
-        for (key, value) in self.0 {
-            map.serialize_entry(key.as_ref(), value)?;
-        }
-        map.end()
-    }
-}
 
 /// Where a flow ends: the GPU zone's process, track and begin (`ts` in nanoseconds).
 #[derive(Debug, Clone, Copy)]

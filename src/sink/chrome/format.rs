@@ -11,9 +11,25 @@ pub(crate) fn micros_raw(ns: i64) -> std::io::Result<Box<RawValue>> {
 
 /// Nanoseconds as microseconds with exactly three decimals.
 fn micros(ns: i64) -> String {
+    let mut out = Vec::with_capacity(24);
+    write_micros(&mut out, ns);
+    String::from_utf8(out).expect("digits, a sign and a point")
+}
+
+/// Appends `ns` as microseconds with exactly three decimals: a decimal literal, since an
+/// `f64` could round nanoseconds away and make touching zones overlap.
+pub(crate) fn write_micros(out: &mut Vec<u8>, ns: i64) {
+    use std::io::Write;
     let sign = if ns < 0 { "-" } else { "" };
     let abs = ns.unsigned_abs();
-    format!("{sign}{}.{:03}", abs / 1000, abs % 1000)
+    // Writing into a Vec cannot fail.
+    let _ = write!(out, "{sign}{}.{:03}", abs / 1000, abs % 1000);
+}
+
+/// Appends `text` as a JSON string (quoted and escaped).
+pub(crate) fn write_str(out: &mut Vec<u8>, text: &str) {
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
 }
 
 /// `later - earlier` in nanoseconds, negative when `later` is the earlier one.

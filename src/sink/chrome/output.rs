@@ -53,10 +53,15 @@ pub(crate) struct TraceOutput {
 
 impl TraceOutput {
     pub(crate) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
+        self.write_event_bytes(event.as_bytes())
+    }
+
+    /// One event, already JSON text.
+    pub(crate) fn write_event_bytes(&mut self, event: &[u8]) -> std::io::Result<()> {
         let separator = if self.events == 0 { "[\n" } else { ",\n" };
         let out = self.out.writer();
         out.write_all(separator.as_bytes())?;
-        out.write_all(event.as_bytes())?;
+        out.write_all(event)?;
         self.events += 1;
         Ok(())
     }
@@ -202,7 +207,12 @@ impl<'a> SinkWriter<'a> {
     }
 
     pub(super) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
-        self.out.write_event(event)?;
+        self.write_event_bytes(event.as_bytes())
+    }
+
+    /// One event, already JSON text.
+    pub(super) fn write_event_bytes(&mut self, event: &[u8]) -> std::io::Result<()> {
+        self.out.write_event_bytes(event)?;
         *self.events += 1;
         Ok(())
     }
