@@ -198,6 +198,13 @@ impl<B: Backend> Clock<B> {
         self.mapping.host_time(gpu_ns)
     }
 
+    /// The one offset that maps every GPU time from `first` to `last` (`host_time` of each
+    /// is that time plus it), when the mapping is flat over the span (no correction or drift
+    /// under way: the usual case), fixing the mapping up to `last`; `None` otherwise.
+    pub(crate) fn flat_offset(&mut self, first: i64, last: i64) -> Option<i64> {
+        self.mapping.flat_offset(first, last)
+    }
+
     /// GPU time of the oldest anchor kept: nothing emitted is placed from before it.
     pub(crate) fn oldest_gpu_ns(&self) -> i64 {
         self.anchors.front().map_or(i64::MIN, |a| a.at.gpu_ns)

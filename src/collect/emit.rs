@@ -324,9 +324,22 @@ impl<B: Backend> Emitter<B> {
             zone.gpu_end_ns += base;
         }
         self.keep_lane_order(ctx, &mut zones, record.lane, drift, bound);
-        for zone in &mut zones {
-            zone.host_begin_ns = self.clock.host_time(zone.gpu_begin_ns);
-            zone.host_end_ns = self.clock.host_time(zone.gpu_end_ns);
+        let first = zones.iter().map(|z| z.gpu_begin_ns).min().unwrap_or(0);
+        let last = zones.iter().map(|z| z.gpu_end_ns).max().unwrap_or(0);
+        match self.clock.flat_offset(first, last) {
+            // The usual case: one offset for the whole list (no correction under way).
+            Some(offset) => {
+                for zone in &mut zones {
+                    zone.host_begin_ns = zone.gpu_begin_ns.saturating_add(offset);
+                    zone.host_end_ns = zone.gpu_end_ns.saturating_add(offset);
+                }
+            }
+            None => {
+                for zone in &mut zones {
+                    zone.host_begin_ns = self.clock.host_time(zone.gpu_begin_ns);
+                    zone.host_end_ns = self.clock.host_time(zone.gpu_end_ns);
+                }
+            }
         }
         let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
         if let Some(e) = self.each_sink(|sink, info| sink.zones(info, batch)) {

@@ -188,7 +188,9 @@ impl HostMapping {
             return;
         };
         let offset = self.offset_at(from);
-        let after = self.pieces.partition_point(|p| p.start <= from);
+        // The plan from the frontier on is replaced, a piece starting at the frontier too:
+        // the new plan starts from the same offset there, so nothing mapped moves.
+        let after = self.pieces.partition_point(|p| p.start < from);
         self.pieces.truncate(after);
         let error = target.at(from) - offset;
         if error.abs() < 0.5 {
@@ -205,6 +207,22 @@ impl HostMapping {
         while self.pieces.len() > PIECES {
             self.pieces.pop_front();
         }
+    }
+
+    /// The offset of every GPU time from `first` to `last` when one flat piece covers them
+    /// (then `host_time(g) == g + offset` for each), fixing the mapping up to `last`.
+    pub(crate) fn flat_offset(&mut self, first: i64, last: i64) -> Option<i64> {
+        let after = self.pieces.partition_point(|p| p.start <= first);
+        let piece = self.pieces.get(after.checked_sub(1)?)?;
+        let ends_after = self.pieces.get(after).is_none_or(|next| next.start > last);
+        if piece.slope != 0.0 || !ends_after {
+            return None;
+        }
+        let offset = piece.offset.round() as i64;
+        if self.frontier.is_none_or(|f| last > f) {
+            self.frontier = Some(last);
+        }
+        Some(offset)
     }
 
     /// The host time of `gpu` (nanoseconds on the backend's host clock), fixing the mapping up
@@ -281,6 +299,34 @@ mod tests {
             last = host;
         }
         assert_eq!(mapping.host_time(30_000_000), 30_000_000);
+    }
+
+    #[test]
+    fn a_flat_span_has_one_offset_equal_to_every_host_time_in_it() {
+        let mut mapping = HostMapping::new();
+        mapping.aim(line(1_234.4));
+        assert_eq!(mapping.flat_offset(0, 5_000), Some(1_234));
+        mapping.aim(line(2_000.0)); // slewing from 5 000 on
+        assert_eq!(mapping.flat_offset(4_000, 6_000), None, "a span over the slew");
+        assert_eq!(mapping.flat_offset(0, 4_000), Some(1_234), "before it, still flat");
+        let offset = mapping.flat_offset(10_000_000, 10_000_100).expect("flat again after the slew");
+        assert_eq!(offset, 2_000);
+        let mut check = HostMapping::new();
+        check.aim(line(1_234.4));
+        check.host_time(5_000);
+        check.aim(line(2_000.0));
+        assert_eq!(check.host_time(10_000_050), 10_000_050 + offset);
+    }
+
+    #[test]
+    fn re_planning_from_an_unmoved_frontier_adds_no_piece() {
+        let mut mapping = HostMapping::new();
+        mapping.aim(line(0.0));
+        mapping.host_time(1_000);
+        for k in 1..100 {
+            mapping.aim(line(f64::from(k)));
+        }
+        assert!(mapping.pieces.len() <= 3, "{} pieces", mapping.pieces.len());
     }
 
     #[test]

@@ -214,7 +214,8 @@ fn read_list<B: Backend>(
 /// fields). Zones without an end can only come from a backend that reported success for an
 /// event it did not record: they are dropped and counted.
 fn build_zones<B: Backend>(ctx: &Inner<B>, slots: &[u32], times: &[i64]) -> Vec<Zone> {
-    let mut zones: Vec<Zone> = Vec::new();
+    // A list of n events has at most n zones (every zone begins at an event of its own).
+    let mut zones: Vec<Zone> = Vec::with_capacity(slots.len());
     let mut open: Vec<usize> = Vec::new();
     for (i, (&index, &t)) in slots.iter().zip(times).enumerate() {
         // Safety: the reader owns the list (taken from a queue).

@@ -156,11 +156,11 @@ impl ChromeLayer {
         let Ok(text) = serde_json::to_string(event) else { return };
         let mut out = lock(&self.out);
         for meta in out.cpu.name_track(self.pid, event.tid) {
-            if out.write_event(&meta).is_err() {
+            if out.write_event_bytes(meta.as_bytes()).is_err() {
                 return;
             }
         }
-        let _ = out.write_event(&text);
+        let _ = out.write_event_bytes(text.as_bytes());
     }
 }
 

@@ -52,10 +52,6 @@ pub(crate) struct TraceOutput {
 }
 
 impl TraceOutput {
-    pub(crate) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
-        self.write_event_bytes(event.as_bytes())
-    }
-
     /// One event, already JSON text.
     pub(crate) fn write_event_bytes(&mut self, event: &[u8]) -> std::io::Result<()> {
         let separator = if self.events == 0 { "[\n" } else { ",\n" };
