@@ -43,6 +43,10 @@ struct Args {
     /// Dispatch zones per command buffer (each also gets one coarse command-buffer zone).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     zones: u32,
+    /// Collector threads, each collecting every GPU's context in turn: several share the
+    /// reading of times (one emits at a time).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    collectors: u32,
     /// Streams per GPU the command buffers are spread over (a stream records one buffer at a
     /// time).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
@@ -330,7 +334,8 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     let recording = AtomicBool::new(true);
     let started = Instant::now();
     let (record_time, record_errors) = std::thread::scope(|s| -> DemoResult<(Duration, usize)> {
-        let collector = s.spawn(|| collect_while_recording(&devices, &recording));
+        let collectors: Vec<_> =
+            (0..args.collectors).map(|_| s.spawn(|| collect_while_recording(&devices, &recording))).collect();
         let workers: Vec<_> = (0..args.threads)
             .map(|t| {
                 let (devices, bar) = (&devices, &bar);
@@ -345,7 +350,10 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
         }
         let record_time = started.elapsed();
         recording.store(false, Ordering::Release);
-        let collects = collector.join().map_err(|_| "the collector panicked")??;
+        let mut collects = 0;
+        for collector in collectors {
+            collects += collector.join().map_err(|_| "a collector panicked")??;
+        }
         bar.finish_with_message(format!("{collects} collects while recording"));
         Ok((record_time, errors))
     })?;
@@ -406,16 +414,24 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     Ok(())
 }
 
-/// The one collector thread: collects every GPU's context in turn until recording stops.
+/// A collector thread: collects every GPU's context in turn until recording stops; sleeps
+/// 500 µs only after a pass that collected nothing.
 fn collect_while_recording<G: DemoGpu>(devices: &[Device<G>], recording: &AtomicBool) -> DemoResult<usize> {
     let mut collects = 0;
     while recording.load(Ordering::Acquire) {
+        let mut collected = false;
         for (index, device) in devices.iter().enumerate() {
-            let collected =
+            let outcome =
                 device.ctx.collect().map_err(|e| format!("collect failed on GPU {index}: {e}"))?;
-            collects += usize::from(matches!(collected, Collected::Done(_)));
+            if let Collected::Done(report) = outcome {
+                collects += 1;
+                collected |= report.lists > 0;
+            }
         }
-        std::thread::sleep(Duration::from_micros(500));
+        // A pass that found work goes again at once: a backlog is drained, not waited on.
+        if !collected {
+            std::thread::sleep(Duration::from_micros(500));
+        }
     }
     Ok(collects)
 }
