@@ -421,8 +421,7 @@ fn collect_while_recording<G: DemoGpu>(devices: &[Device<G>], recording: &Atomic
     while recording.load(Ordering::Acquire) {
         let mut collected = false;
         for (index, device) in devices.iter().enumerate() {
-            let outcome =
-                device.ctx.collect().map_err(|e| format!("collect failed on GPU {index}: {e}"))?;
+            let outcome = device.ctx.collect().map_err(|e| format!("collect failed on GPU {index}: {e}"))?;
             if let Collected::Done(report) = outcome {
                 collects += 1;
                 collected |= report.lists > 0;

@@ -454,6 +454,9 @@ fn exhaustion_drops_zones_and_recovers_with_real_events() {
     abandoned.zone_begin(&stream, location!("never submitted")).unwrap();
     abandoned.zone_end(&stream).unwrap();
     drop(abandoned);
+    // Queued behind 2 ms of work, as above: a zone times its kernel, not the host's launch
+    // latency after an idle stream (measured at 15.8 µs once on the H200).
+    gpu.spin.launch(&stream, 2 * MS).unwrap();
     let mut list = ctx.list();
     for _ in 0..4 {
         list.zone_begin(&stream, location!("after recovery")).unwrap();

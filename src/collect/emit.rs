@@ -37,6 +37,9 @@ pub(crate) struct Emitter<B: Backend> {
     waiting_lists: usize,
     /// Per lane, the latest end emitted on it (the order guard, see `keep_lane_order`).
     lane_end: HashMap<Lane, LaneEnd>,
+    /// Per lane-table entry whose later lists wait for a place: that place, and since when
+    /// (host ns) they have waited (the hold limit).
+    stalled: HashMap<u32, (u64, i64)>,
     taken: Vec<u32>,
     /// The sinks, in the order they were added; `None` once one panicked (never called again).
     sinks: Vec<Option<Box<dyn Sink>>>,
@@ -70,6 +73,7 @@ impl<B: Backend> Emitter<B> {
             waiting: HashMap::new(),
             waiting_lists: 0,
             lane_end: HashMap::new(),
+            stalled: HashMap::new(),
             taken: Vec::new(),
             sinks: sinks.into_iter().map(Some).collect(),
             stopped: 0,
@@ -223,26 +227,39 @@ impl<B: Backend> Emitter<B> {
         error
     }
 
-    /// Lanes whose next place is held by a list still being recorded for longer than the
-    /// hold limit, while later lists of the lane wait: each moves on past that place (the
-    /// list is emitted late when it comes), and is reported once.
+    /// Lanes whose later lists have waited longer than the hold limit for a place held by a
+    /// list still being recorded: each moves on past that place (the list is emitted late
+    /// when it comes), and is reported once.
     fn release_held_lanes(&mut self, ctx: &Inner<B>) -> Vec<HeldLane> {
         let mut held = Vec::new();
         let limit = i64::try_from(ctx.config.hold_limit.as_nanos()).unwrap_or(i64::MAX);
-        let mut now = None;
-        for (&entry, lists) in &self.waiting {
-            let next = &mut self.next_place[entry as usize];
+        let now = ctx.backend.host_now_ns();
+        let (waiting, stalled, next_place) = (&self.waiting, &mut self.stalled, &mut self.next_place);
+        stalled.retain(|entry, _| waiting.contains_key(entry));
+        for (&entry, lists) in waiting {
+            let next = &mut next_place[entry as usize];
             if lists.contains_key(next) {
+                stalled.remove(&entry);
+                continue;
+            }
+            // How long later lists have waited for this place: only a stall longer than the
+            // limit asks the lane table who holds it (a lane lock, which recorders take).
+            let since = stalled.entry(entry).or_insert((*next, now));
+            if since.0 != *next {
+                *since = (*next, now);
+            }
+            if now.saturating_sub(since.1) < limit {
                 continue;
             }
             let place = LaneSeq { entry, seq: *next };
-            let Some(holder) = ctx.lanes.holder(place) else { continue };
-            let now = *now.get_or_insert_with(|| ctx.backend.host_now_ns());
-            let held_for = now.saturating_sub(holder.started_ns);
-            if held_for < limit {
+            let Some(holder) = ctx.lanes.holder(place) else {
+                // Submitted: it waits for the GPU, not for its recorder.
+                since.1 = now;
                 continue;
-            }
+            };
+            let held_for = now.saturating_sub(holder.started_ns);
             *next += 1;
+            stalled.remove(&entry);
             ctx.counters.lanes_released.fetch_add(1, Ordering::Relaxed);
             let location = &holder.location;
             let error = Error::LaneHeld {
