@@ -2,7 +2,7 @@
 # Verification (docs/verification.md): the loom models, Miri, and ThreadSanitizer.
 #
 #   loom   stable toolchain; always runs. Bounded models at LOOM_MAX_PREEMPTIONS (default 2).
-#   Miri   nightly + miri + rust-src.
+#   Miri   nightly + miri + rust-src; the hand-off test (tests/handoff.rs) also with 64 seeds.
 #   TSan   nightly + rust-src (std is rebuilt with the sanitizer).
 #
 # Nightly and its components are installed if missing. Where they cannot be (a machine with
@@ -71,6 +71,11 @@ if nightly_with miri rust-src; then
     # Isolation off: the Chrome sink tests write trace files to a temporary directory.
     timed "Miri" 1800 env MIRIFLAGS="-Zmiri-disable-isolation" \
         cargo +nightly miri test --lib --tests
+
+    step "Miri, many seeds: the collect/flush hand-off (tests/handoff.rs), one interleaving and one choice of stale loads per seed"
+    # Fixed seeds, so a failure reproduces (`-Zmiri-seed=N` reruns one). About 80 s on 2 cores.
+    timed "Miri hand-off, seeds 0..64" 600 env MIRIFLAGS="-Zmiri-many-seeds=0..64" \
+        cargo +nightly miri test --test handoff
 
     step "ThreadSanitizer: library and tests, std rebuilt with the sanitizer"
     # The ten-hour timestamp test simulates one hour here (it is 30 times slower under TSan).

@@ -6,9 +6,9 @@
 mod backend;
 mod common;
 
-use backend::{assert_accounted, builder, context, received, record_one_zone, LoomStream};
+use backend::{assert_accounted, builder, context, received, record_one_zone, LoomStream, INJECTED_PANIC};
 use gpu_event_pool::sink::{ContextInfo, Sink, ZoneBatch};
-use gpu_event_pool::{Collected, DynamicLocation, Lane};
+use gpu_event_pool::{Collected, DynamicLocation, Error, Lane};
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -169,7 +169,9 @@ fn lists_of_one_lane_submitted_out_of_order_reach_the_sinks_in_order() {
             .collect();
         let collector = {
             let ctx = ctx.clone();
-            thread::spawn(move || drop(ctx.collect().unwrap()))
+            thread::spawn(move || {
+                ctx.collect().unwrap();
+            })
         };
         for s in submitters {
             s.join().unwrap();
@@ -225,7 +227,9 @@ fn a_list_read_by_a_busy_collector_is_emitted_before_both_return() {
         let callers: Vec<_> = (0..2)
             .map(|_| {
                 let ctx = ctx.clone();
-                thread::spawn(move || drop(ctx.collect().unwrap()))
+                thread::spawn(move || {
+                    ctx.collect().unwrap();
+                })
             })
             .collect();
         for c in callers {
@@ -290,7 +294,9 @@ fn a_flush_racing_a_collect_emits_every_list_once() {
         ctx.submit(record_one_zone(&ctx, &LoomStream::new(1), "y")).unwrap();
         let collector = {
             let ctx = ctx.clone();
-            thread::spawn(move || drop(ctx.collect().unwrap()))
+            thread::spawn(move || {
+                ctx.collect().unwrap();
+            })
         };
         ctx.flush().unwrap();
         let mut names: Vec<String> = received(&sink).into_iter().map(|(name, _, _)| name).collect();
@@ -300,5 +306,211 @@ fn a_flush_racing_a_collect_emits_every_list_once() {
         assert_eq!(received(&sink).len(), 2);
         let stats = assert_accounted(&ctx);
         assert_eq!((stats.submitted, stats.lists_collected), (0, 2));
+    });
+}
+
+/// Sorted names of the zones the sink received.
+fn names(sink: &gpu_event_pool::sink::memory::MemorySink) -> Vec<String> {
+    let mut names: Vec<String> = received(sink).into_iter().map(|(name, _, _)| name).collect();
+    names.sort();
+    names
+}
+
+/// Issue 18, item 1. A thread records and submits a list, then collects, while another thread
+/// flushes. The collect may find the emitter busy (the flush holds it: the list it read is emitted by
+/// the flush when it looks at the read queue after unlocking), or be turned away while the
+/// flush keeps readers out (`MISSED`: the flush collects once more before it returns), or run
+/// before or after the flush. In every interleaving, once both calls have returned, both
+/// lists have reached the sinks, exactly once. Both a `Busy` and a `Done` collect are reached.
+#[test]
+fn a_list_submitted_before_a_collect_racing_a_flush_is_emitted_before_both_return() {
+    static SAW_BUSY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    static SAW_DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    common::model(|| {
+        let (_backend, sink, ctx) = context(4, 4, 2);
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "before the flush")).unwrap();
+        let collector = {
+            let ctx = ctx.clone();
+            thread::spawn(move || {
+                // Recorded on this thread: the flush sees the events complete only through
+                // what this thread publishes (a flush collecting for a turned-away caller
+                // relies on the caller's Release when it entered).
+                ctx.submit(record_one_zone(&ctx, &LoomStream::new(1), "submitted, then collected")).unwrap();
+                ctx.collect().unwrap()
+            })
+        };
+        ctx.flush().unwrap();
+        let outcome = collector.join().unwrap();
+        let seen = if outcome == Collected::Busy { &SAW_BUSY } else { &SAW_DONE };
+        seen.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            names(&sink),
+            ["before the flush", "submitted, then collected"],
+            "a list was left behind or emitted twice (collect: {outcome:?})"
+        );
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.owned, stats.submitted, stats.lists_collected), (0, 0, 2));
+    });
+    assert!(
+        SAW_BUSY.load(std::sync::atomic::Ordering::Relaxed),
+        "no interleaving made the collect return Busy"
+    );
+    assert!(SAW_DONE.load(std::sync::atomic::Ordering::Relaxed), "no interleaving let the collect emit");
+}
+
+/// Issue 18, item 3. The backend panics in the first time read, during a collect, while
+/// another thread flushes: whichever call reads the list meets the panic (the crate catches
+/// it: `backend::guarded`) and reports it, the flush returns, the list is failed and
+/// counted, no slot is lost, and a later collect reads again (no reader is left counted in,
+/// no flush flag left set).
+#[test]
+fn a_backend_panic_in_a_collect_racing_a_flush_fails_the_list_and_loses_nothing() {
+    common::exhaustive(|| {
+        let (backend, sink, ctx) = context(4, 4, 2);
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "read by a panicking backend")).unwrap();
+        backend.panic_in_elapsed(1);
+        let collector = {
+            let ctx = ctx.clone();
+            thread::spawn(move || match ctx.collect() {
+                Ok(Collected::Done(report)) => (report, None),
+                Ok(Collected::Busy) => (Default::default(), None),
+                Err(e) => (e.report, Some(e.error)),
+            })
+        };
+        let flushed = match ctx.flush() {
+            Ok(report) => (report, None),
+            Err(e) => (e.report, Some(e.error)),
+        };
+        let collected = collector.join().unwrap();
+        let errors: Vec<&Error> = [&flushed.1, &collected.1].into_iter().flatten().collect();
+        assert_eq!(errors.len(), 1, "the panic is reported by the call that met it: {errors:?}");
+        assert!(matches!(errors[0], Error::Backend(e) if e.code.contains(INJECTED_PANIC)), "{}", errors[0]);
+        // The reader reports the panic; the emitter (maybe the other call) counts the failed list.
+        assert_eq!(flushed.0.errors + collected.0.errors, 1);
+        assert_eq!(flushed.0.failed_lists + collected.0.failed_lists, 1);
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.owned, stats.submitted, stats.lists_collected, stats.lists_failed), (0, 0, 1, 1));
+        assert_eq!(stats.dropped_zones, 1, "the failed list's zone is counted as dropped");
+
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(1), "after")).unwrap();
+        match ctx.collect().unwrap() {
+            Collected::Done(report) => assert_eq!((report.lists, report.zones), (1, 1)),
+            Collected::Busy => panic!("a collect after the panic was turned away"),
+        }
+        assert_eq!(received(&sink), [("after".to_owned(), Lane::Stream(1), 1_000)]);
+        assert_accounted(&ctx);
+    });
+}
+
+/// Issue 18, item 4. A flush runs while another thread keeps submitting (two lists of one
+/// lane): the flush returns (it reads once, not until a round takes nothing; loom explores
+/// every interleaving, so a flush that could keep going for as long as lists come would not
+/// finish), and the list submitted before it was called has reached the sinks when it
+/// returns. After a final flush every list has been emitted exactly once, the producer's two
+/// in their order. Both a flush that took only the first list and one that also took both of
+/// the producer's are reached.
+#[test]
+fn a_flush_while_another_thread_keeps_submitting_returns_and_every_list_is_emitted_once() {
+    static FEWEST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
+    static MOST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    common::exhaustive(|| {
+        let (_backend, sink, ctx) = context(8, 8, 2);
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "before the flush")).unwrap();
+        let stream = LoomStream::new(1);
+        let lists = [record_one_zone(&ctx, &stream, "during 1"), record_one_zone(&ctx, &stream, "during 2")];
+        let producer = {
+            let ctx = ctx.clone();
+            thread::spawn(move || lists.into_iter().for_each(|list| ctx.submit(list).unwrap()))
+        };
+        let report = ctx.flush().unwrap();
+        assert!(
+            received(&sink).iter().any(|(name, _, _)| name == "before the flush"),
+            "the flush returned before the list submitted before it was emitted"
+        );
+        FEWEST.fetch_min(report.lists, std::sync::atomic::Ordering::Relaxed);
+        MOST.fetch_max(report.lists, std::sync::atomic::Ordering::Relaxed);
+        producer.join().unwrap();
+        ctx.flush().unwrap();
+        let in_order: Vec<String> = received(&sink)
+            .into_iter()
+            .map(|(name, _, _)| name)
+            .filter(|name| name.starts_with("during"))
+            .collect();
+        assert_eq!(in_order, ["during 1", "during 2"], "a lane's lists out of order, lost or repeated");
+        assert_eq!(names(&sink), ["before the flush", "during 1", "during 2"]);
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.owned, stats.submitted, stats.lists_collected), (0, 0, 3));
+    });
+    assert_eq!(
+        FEWEST.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "no flush returned without the producer's lists"
+    );
+    assert_eq!(MOST.load(std::sync::atomic::Ordering::Relaxed), 3, "no flush took the producer's lists too");
+}
+
+/// A sink that, for every batch it gets while `feeding`, asks the producer for one more
+/// list and waits until it is submitted: a producer that keeps work queued for as long as
+/// anyone emits (the threaded version is in `tests/failures.rs`).
+struct Feeder {
+    feeding: Arc<AtomicBool>,
+    asked: Arc<AtomicUsize>,
+    submitted: Arc<AtomicUsize>,
+}
+
+impl Sink for Feeder {
+    fn zones(&mut self, _context: &ContextInfo, _batch: ZoneBatch<'_>) -> std::io::Result<()> {
+        // Acquire: pairs with the Release store that stops the feeding.
+        if self.feeding.load(Ordering::Acquire) {
+            let asked = self.asked.fetch_add(1, Ordering::Release) + 1;
+            // Acquire: pairs with the producer's Release count after its submit.
+            while self.submitted.load(Ordering::Acquire) < asked {
+                thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Issue 18, item 4, with a producer that never stops on its own: every batch the flush
+/// emits makes the producer submit one more list before the batch returns. A flush that
+/// collected until a round took nothing would never return here (each execution would go on
+/// until loom's branch limit fails it); this one reads once, so it returns, and the list
+/// submitted before it was called has reached the sinks by then.
+#[test]
+fn a_flush_returns_while_every_batch_it_emits_brings_another_list() {
+    common::exhaustive(|| {
+        let feeding = Arc::new(AtomicBool::new(true));
+        let asked = Arc::new(AtomicUsize::new(0));
+        let submitted = Arc::new(AtomicUsize::new(0));
+        let feeder = Feeder { feeding: feeding.clone(), asked: asked.clone(), submitted: submitted.clone() };
+        let (_backend, sink, builder) = builder(8, 8, 2);
+        let ctx = builder.sink(feeder).build().unwrap();
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "before the flush")).unwrap();
+        let producer = {
+            let (ctx, feeding) = (ctx.clone(), feeding.clone());
+            thread::spawn(move || {
+                let stream = LoomStream::new(1);
+                loop {
+                    // Acquire: pairs with the feeder's Release request.
+                    if asked.load(Ordering::Acquire) > submitted.load(Ordering::Relaxed) {
+                        ctx.submit(record_one_zone(&ctx, &stream, "fed")).unwrap();
+                        submitted.fetch_add(1, Ordering::Release);
+                    } else if !feeding.load(Ordering::Acquire) {
+                        return;
+                    } else {
+                        thread::yield_now();
+                    }
+                }
+            })
+        };
+        ctx.flush().unwrap();
+        assert!(
+            received(&sink).iter().any(|(name, _, _)| name == "before the flush"),
+            "the flush returned before the list submitted before it was emitted"
+        );
+        // Release: the feeder, which only this thread's flushes call from now on, stops.
+        feeding.store(false, Ordering::Release);
+        producer.join().unwrap();
     });
 }

@@ -24,7 +24,13 @@ pub struct LoomBackend {
     live_events: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Time reads left to fail (a loom atomic: collectors on several threads read it).
     failing_reads: loom::sync::Arc<loom::sync::atomic::AtomicUsize>,
+    /// Whether those reads panic instead of returning an error (set before the model's
+    /// threads start, read only: not part of what loom checks).
+    panicking: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// The payload of an injected backend panic ([`LoomBackend::panic_in_elapsed`]).
+pub const INJECTED_PANIC: &str = "injected backend panic";
 
 /// A stream: one recording thread's queue, counting the events recorded on it.
 #[derive(Debug)]
@@ -69,6 +75,7 @@ impl Default for LoomBackend {
         Self {
             live_events: Default::default(),
             failing_reads: loom::sync::Arc::new(loom::sync::atomic::AtomicUsize::new(0)),
+            panicking: Default::default(),
         }
     }
 }
@@ -77,6 +84,25 @@ impl LoomBackend {
     /// The next `n` time reads fail.
     pub fn fail_elapsed(&self, n: usize) {
         self.failing_reads.store(n, Ordering::Relaxed);
+    }
+
+    /// The next `n` time reads panic (with [`INJECTED_PANIC`]), as a user's backend may: the
+    /// crate catches backend panics (`backend::guarded`) and fails the list. The default
+    /// panic hook is silenced for this payload only, so that a model's thousands of
+    /// executions do not print thousands of expected panics.
+    #[allow(dead_code, reason = "each loom_* target compiles this module; not all inject panics")]
+    pub fn panic_in_elapsed(&self, n: usize) {
+        static QUIET: std::sync::Once = std::sync::Once::new();
+        QUIET.call_once(|| {
+            let default = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if info.payload().downcast_ref::<&str>() != Some(&INJECTED_PANIC) {
+                    default(info);
+                }
+            }));
+        });
+        self.panicking.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.fail_elapsed(n);
     }
 
     /// Events created and not yet destroyed.
@@ -151,6 +177,9 @@ impl Backend for LoomBackend {
         let failing =
             self.failing_reads.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         if failing.is_ok() {
+            if self.panicking.load(std::sync::atomic::Ordering::Relaxed) {
+                std::panic::panic_any(INJECTED_PANIC);
+            }
             return Err(BackendError::new("loom::elapsed_ms", "injected failure"));
         }
         Ok(Self::stamp(start).zip(Self::stamp(end)).map(|(a, b)| (b as f32 - a as f32) * TICK_MS))
@@ -204,6 +233,7 @@ pub fn received(sink: &MemorySink) -> Vec<(String, Lane, i64)> {
 /// what the joining thread does next would run beside those destructors, and a model whose
 /// later steps differ from one execution to the next (the collector releases held reference
 /// events in `HashMap` order) would stop being deterministic for loom.
+#[allow(dead_code, reason = "each loom_* target compiles this module; not all need it")]
 pub fn wait_for_exited_threads(ctx: &TracingContext<LoomBackend>) {
     while ctx.stats().threads_with_magazines > 0 {
         loom::thread::yield_now();
