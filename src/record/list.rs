@@ -256,19 +256,22 @@ impl<B: Backend> EventList<B> {
                 self.overflow += 1;
             } else if !wanted {
                 opened = Some(SKIPPED);
-            } else if let Err(e) = self.refuse_begin(switches.closed()) {
-                self.ctx.count_dropped(1);
-                error = Some(e);
-                opened = Some(DROPPED);
             } else {
                 // The range opens before the begin event is recorded, and covers the zone's
-                // work on this thread; it is pushed for a zone that fails to record too.
+                // work on this thread; it is pushed for a zone that fails to record too
+                // (refused for want of a slot, or failing in the backend).
                 #[cfg(feature = "nvtx")]
                 if switches.nvtx() {
                     self.nvtx[self.depth] = crate::nvtx::push(location.name());
                 }
-                begin_location = Some(location);
-                launches = switches.launches();
+                if let Err(e) = self.refuse_begin(switches.closed()) {
+                    self.ctx.count_dropped(1);
+                    error = Some(e);
+                    opened = Some(DROPPED);
+                } else {
+                    begin_location = Some(location);
+                    launches = switches.launches();
+                }
             }
         }
 
