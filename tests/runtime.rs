@@ -237,6 +237,7 @@ fn a_dynamic_name_keeps_its_call_site_and_its_arguments_reach_chrome_args() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "real time: Miri runs far slower than the 5 ms the traces may differ by")]
 fn traces_of_two_processes_on_the_wall_clock_line_up() {
     let dir = scratch("wall-clock");
     // Two "processes": each its own trace, GPU and origin, made 30 ms apart.
