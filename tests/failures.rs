@@ -11,6 +11,8 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod trace_check;
+
 /// Long enough for any of these steps on a loaded machine; a test that waits longer has hung.
 const HUNG: Duration = Duration::from_secs(20);
 
@@ -354,7 +356,8 @@ fn a_list_held_open_past_the_hold_limit_is_reported_and_its_lane_moves_on() {
     let sim = SimBackend::manual();
     let stream = sim.stream();
     let zones = MemorySink::new();
-    let (trace, json) = chrome_trace();
+    let (writer, json) = trace_check::SharedWriter::new();
+    let trace = gpu_event_pool::sink::chrome::ChromeTraceSink::new(writer);
     let ctx = TracingContext::builder(sim.clone())
         .hold_limit(Duration::from_millis(10))
         .sink(zones.clone())
@@ -395,52 +398,6 @@ fn a_list_held_open_past_the_hold_limit_is_reported_and_its_lane_moves_on() {
     assert_eq!((stats.zones_emitted, stats.lists_late, stats.unaccounted()), (301, 1, 0), "{stats:?}");
     assert_eq!(zones.zones().last().unwrap().location.name(), "held open", "emitted last, late");
     drop(ctx);
-    let crossings = chrome_crossings(&json.lock().unwrap());
-    assert_eq!(crossings, 0);
-}
-
-/// A Chrome trace written into memory.
-fn chrome_trace() -> (gpu_event_pool::sink::chrome::ChromeTraceSink, Arc<Mutex<Vec<u8>>>) {
-    #[derive(Clone)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let out = Arc::new(Mutex::new(Vec::new()));
-    (gpu_event_pool::sink::chrome::ChromeTraceSink::new(Shared(Arc::clone(&out))), out)
-}
-
-/// Complete events of one track (pid, tid) that partly overlap, as a viewer would count
-/// them (`shared/tools/trace-check`).
-fn chrome_crossings(trace: &[u8]) -> usize {
-    let events: Vec<serde_json::Value> = serde_json::from_slice(trace).unwrap();
-    let mut tracks: std::collections::HashMap<(u64, u64), Vec<(f64, f64)>> = Default::default();
-    for e in events.iter().filter(|e| e["ph"] == "X") {
-        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
-        tracks
-            .entry((e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
-            .or_default()
-            .push((ts, ts + dur));
-    }
-    let mut crossings = 0;
-    for spans in tracks.values_mut() {
-        spans.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
-        let mut open: Vec<(f64, f64)> = Vec::new();
-        for &(begin, end) in spans.iter() {
-            while open.last().is_some_and(|top| top.1 <= begin + 1e-6) {
-                open.pop();
-            }
-            if open.last().is_some_and(|top| end > top.1 + 1e-6) {
-                crossings += 1;
-            }
-            open.push((begin, end));
-        }
-    }
-    crossings
+    let events: Vec<serde_json::Value> = serde_json::from_slice(&json.lock().unwrap()).unwrap();
+    trace_check::check_nesting(&events); // no crossing on any track
 }

@@ -279,7 +279,7 @@ fn a_context_whose_id_is_the_cpu_process_id_moves_out_of_its_way() {
     for _ in 0..100 {
         let next_id = TracingContext::new(sim.clone()).unwrap().info().id + 1;
         let memory = Arc::new(Mutex::new(Vec::new()));
-        let trace = ChromeTrace::new(SharedWriter(Arc::clone(&memory))).with_cpu_pid(next_id);
+        let trace = ChromeTrace::new(trace_check::SharedWriter(Arc::clone(&memory))).with_cpu_pid(next_id);
         let ctx = TracingContext::builder(sim.clone()).sink(trace.sink()).build().unwrap();
         if ctx.info().id != next_id {
             continue;
@@ -292,16 +292,4 @@ fn a_context_whose_id_is_the_cpu_process_id_moves_out_of_its_way() {
         return;
     }
     panic!("never got the expected context id");
-}
-
-struct SharedWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for SharedWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }

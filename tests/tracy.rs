@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod trace_check;
+
 /// One message to Tracy, with Tracy's CPU clock when it was emitted (`cpu`).
 #[derive(Debug, Clone, PartialEq)]
 enum Msg {
@@ -578,19 +580,8 @@ fn back_to_back(lane: Lane, begin: i64, len: i64, n: i64) -> Vec<Zone> {
 
 /// A Chrome trace sink writing into memory, and a way to read its zones' durations back (ns).
 fn chrome_sink() -> (ChromeTraceSink, Arc<Mutex<Vec<u8>>>) {
-    #[derive(Clone)]
-    struct Shared(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Shared {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let out = Arc::new(Mutex::new(Vec::new()));
-    (ChromeTraceSink::new(Shared(Arc::clone(&out))), out)
+    let (writer, out) = trace_check::SharedWriter::new();
+    (ChromeTraceSink::new(writer), out)
 }
 
 fn chrome_durations(trace: &[u8]) -> Vec<i64> {

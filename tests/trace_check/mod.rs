@@ -1,9 +1,32 @@
-//! Checks of a Chrome trace as Perfetto reads it, shared by the tests that write CPU tracks,
-//! launches and flows (`tests/runtime.rs`, `tests/tracing_layer.rs`).
+//! Checks of a Chrome trace as Perfetto reads it, and an in-memory output to write one into,
+//! shared by the tests that write Chrome traces.
 #![allow(dead_code)]
 
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A `Write` into a buffer the test keeps a handle of (`SharedWriter::new` returns both).
+#[derive(Clone)]
+pub struct SharedWriter(pub Arc<Mutex<Vec<u8>>>);
+
+impl SharedWriter {
+    /// A writer and the buffer it writes into.
+    pub fn new() -> (Self, Arc<Mutex<Vec<u8>>>) {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        (Self(Arc::clone(&out)), out)
+    }
+}
+
+impl std::io::Write for SharedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// `ts` or `dur` in nanoseconds (the file writes three decimals: exact through `f64` here,
 /// the values are small).
