@@ -1,6 +1,7 @@
 //! The demo workload: many threads record command buffers on one or more GPUs (simulated by
-//! default) while one collector thread drains every GPU's tracing context; prints a summary
-//! and writes one Chrome/Perfetto trace, with one process per GPU.
+//! default) while one collector thread drains every GPU's tracing context (the recording
+//! threads also collect after each submit, unless `--recorders-collect false`); prints a
+//! summary and writes one Chrome/Perfetto trace, with one process per GPU.
 //!
 //! ```text
 //! cargo run --release --example demo -- --threads 8 --lists 500 --zones 32 --trace out.json
@@ -47,6 +48,12 @@ struct Args {
     /// reading of times (one emits at a time).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     collectors: u32,
+    /// Whether each recording thread also calls `collect` after each submit, as a runtime
+    /// whose threads record on one driver should: a backlog is then read by every thread at
+    /// hand (the collector threads and the recorders), not by one thread whose driver calls
+    /// wait behind every recorder's. `--recorders-collect false`: only the collector threads.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    recorders_collect: bool,
     /// Streams per GPU the command buffers are spread over (a stream records one buffer at a
     /// time).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
@@ -373,8 +380,10 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
 
     println!();
     println!(
-        "backend            {backend}, {} GPU(s), a context each, one collector thread for all",
-        reports.len()
+        "backend            {backend}, {} GPU(s), a context each, {} collector thread(s) for all{}",
+        reports.len(),
+        args.collectors,
+        if args.recorders_collect { ", and every recording thread collects after each submit" } else { "" }
     );
     println!(
         "workload           {} threads x {} command buffers x {} dispatches on each GPU, {} streams per GPU, verbosity {:?}",
@@ -543,6 +552,9 @@ fn record_thread<G: DemoGpu>(
         errors += usize::from(list.zone_end(&stream).is_err());
         device.gpu.submit(&device.ctx, &mut queue, stream, list)?;
         drop(queue);
+        if args.recorders_collect {
+            device.ctx.collect().map_err(|e| format!("collect failed on a recording thread: {e}"))?;
+        }
         bar.inc(1);
     }
     Ok(errors)

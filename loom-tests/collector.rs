@@ -116,6 +116,40 @@ fn racing_collectors_collect_each_list_once() {
     assert!(SAW_BUSY.load(std::sync::atomic::Ordering::Relaxed), "no interleaving overlapped the collectors");
 }
 
+/// Two threads collect two submitted lists of two lanes: one takes both, and the other may
+/// claim the second lane's piece of that batch while the first reads (seen in some
+/// interleaving). Each list is read once and emitted once, and no slot is lost.
+#[test]
+fn racing_collectors_share_a_batch_and_read_each_list_once() {
+    static SAW_SHARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    common::model(|| {
+        let (_backend, sink, ctx) = context(4, 4, 2);
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "x")).unwrap();
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(1), "y")).unwrap();
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let ctx = ctx.clone();
+                thread::spawn(move || ctx.collect().unwrap())
+            })
+            .collect();
+        let read: Vec<usize> = callers
+            .into_iter()
+            .map(|c| match c.join().unwrap() {
+                Collected::Done(report) => report.read_lists,
+                Collected::Busy => 0,
+            })
+            .collect();
+        if read.iter().all(|&r| r > 0) {
+            SAW_SHARED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        ctx.flush().unwrap();
+        assert_eq!(names(&sink), ["x", "y"], "each list emitted once");
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.submitted, stats.lists_collected), (0, 2));
+    });
+    assert!(SAW_SHARED.load(std::sync::atomic::Ordering::Relaxed), "no interleaving shared the batch");
+}
+
 /// The main thread drops its handle while thread A submits a list and drops the other
 /// handle, and thread B still holds an unsubmitted list with an open zone, which it ends and
 /// drops. Whichever handle goes last flushes: A's zone always arrives, exactly once; B's

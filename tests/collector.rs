@@ -12,7 +12,7 @@ use gpu_event_pool::{
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 const MS: i64 = 1_000_000;
 
@@ -46,7 +46,7 @@ fn record(
     list
 }
 
-fn assert_accounted(ctx: &TracingContext<SimBackend>) {
+fn assert_accounted<B: Backend>(ctx: &TracingContext<B>) {
     let stats = ctx.stats();
     assert_eq!(stats.unaccounted(), 0, "{stats:?}");
     assert_eq!(ctx.free_slots_walked(), stats.free, "free counter matches the freelist");
@@ -401,12 +401,27 @@ fn a_new_graph_per_step_never_exhausts_a_small_pool() {
 
 // ---- Safe during graph capture: no query, no synchronize ----
 
-/// The simulated GPU, but a query or a wait during `collect` fails the test: `cuEventQuery`
-/// and `cuEventSynchronize` can invalidate another thread's stream capture.
+/// The simulated GPU, but a query or a wait during `collect` fails the test (`cuEventQuery`
+/// and `cuEventSynchronize` can invalidate another thread's stream capture), and the next
+/// time read can be held up ([`Gate`]).
 #[derive(Clone)]
 struct NoQueries {
     sim: SimBackend,
     collecting: Arc<AtomicBool>,
+    gate: Arc<Mutex<Option<Gate>>>,
+}
+
+impl NoQueries {
+    fn new(sim: &SimBackend) -> Self {
+        Self { sim: sim.clone(), collecting: Arc::new(AtomicBool::new(false)), gate: Arc::default() }
+    }
+}
+
+/// The next time read, held up: its thread says so on `reading`, then waits for `go` (at most
+/// 10 s, so that a test that fails does not hang).
+struct Gate {
+    reading: mpsc::Sender<()>,
+    go: mpsc::Receiver<()>,
 }
 
 impl Backend for NoQueries {
@@ -449,6 +464,11 @@ impl Backend for NoQueries {
         self.sim.wait(event)
     }
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<Option<f32>, BackendError> {
+        let gate = self.gate.lock().unwrap().take();
+        if let Some(gate) = gate {
+            gate.reading.send(()).unwrap();
+            let _ = gate.go.recv_timeout(std::time::Duration::from_secs(10));
+        }
         self.sim.elapsed_ms(start, end)
     }
     fn host_now_ns(&self) -> i64 {
@@ -459,7 +479,7 @@ impl Backend for NoQueries {
 #[test]
 fn collect_never_queries_or_waits_on_an_event() {
     let sim = SimBackend::manual();
-    let gpu = NoQueries { sim: sim.clone(), collecting: Arc::new(AtomicBool::new(false)) };
+    let gpu = NoQueries::new(&sim);
     let sink = MemorySink::new();
     let ctx = TracingContext::builder(gpu.clone()).sink(sink.clone()).build().unwrap();
     let stream = sim.stream();
@@ -582,6 +602,46 @@ fn concurrent_collectors_share_the_reading_and_emit_every_list_once() {
         assert!(order.windows(2).all(|w| w[0] < w[1]), "stream {t} in order: {order:?}");
     }
     assert!(read.load(Ordering::Relaxed) + report.read_lists <= LISTS);
+    assert_accounted(&ctx);
+}
+
+#[test]
+fn a_collector_that_comes_while_another_reads_a_backlog_reads_part_of_it() {
+    let sim = SimBackend::manual();
+    let gpu = NoQueries::new(&sim);
+    let sink = MemorySink::new();
+    let ctx = TracingContext::builder(gpu.clone()).sink(sink.clone()).build().unwrap();
+    let streams: Vec<SimStream> = (0..8).map(|_| sim.stream()).collect();
+    for (i, stream) in streams.iter().enumerate() {
+        let mut list = ctx.list();
+        list.zone_begin(stream, DynamicLocation::new(format!("{i}"))).unwrap();
+        sim.launch(stream, 100);
+        list.zone_end(stream).unwrap();
+        ctx.submit(list).unwrap();
+    }
+    sim.advance(MS);
+    let (reading, first_read) = mpsc::channel();
+    let (go, wait) = mpsc::channel();
+    *gpu.gate.lock().unwrap() = Some(Gate { reading, go: wait });
+    let read_by = |outcome: Result<Collected, CollectError>| match outcome.unwrap() {
+        Collected::Done(report) => report.read_lists,
+        Collected::Busy => 0,
+    };
+    let (first, second) = std::thread::scope(|s| {
+        // The first collector takes all 8 lists and is held up in its first read...
+        let first = s.spawn(|| read_by(ctx.collect()));
+        first_read.recv().unwrap();
+        // ...while a second one comes: it reads what the first has not claimed yet.
+        let second = read_by(ctx.collect());
+        go.send(()).unwrap();
+        (first.join().unwrap(), second)
+    });
+    assert!(second > 0, "the second collector read none of the backlog (first: {first})");
+    assert_eq!(first + second, 8, "each list read once");
+    ctx.flush().unwrap();
+    let mut seen = names(&sink.zones());
+    seen.sort_unstable();
+    assert_eq!(seen, ["0", "1", "2", "3", "4", "5", "6", "7"], "every list emitted once");
     assert_accounted(&ctx);
 }
 

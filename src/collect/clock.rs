@@ -24,6 +24,7 @@
 use super::mapping::{Estimator, HostMapping, Pair, STARTUP_PAIRS};
 use crate::backend::{guarded, Backend, BackendError, Elapsed};
 use crate::sink::Calibration;
+use crate::sync::{lock, Arc, Mutex};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -60,7 +61,7 @@ pub(crate) fn reading_bound(elapsed: Elapsed) -> i64 {
 
 /// An event with a known time: GPU nanoseconds since the base event, and the host time.
 #[derive(Debug)]
-struct Anchor<E> {
+pub(crate) struct Anchor<E> {
     event: E,
     at: Calibration,
     /// How far `at.gpu_ns` may be off, summed over the steps from the base (0 while every
@@ -72,12 +73,69 @@ struct Anchor<E> {
 /// rounding bound of that read.
 pub(crate) type Placed = (i64, i64, i64);
 
-/// The anchors: events recorded on the collector's own stream, each with a known GPU time and
-/// the host time it was recorded at. Only the emitting collector touches it.
+/// The completed anchors, oldest first (times strictly increase), shared by the emitter, which
+/// adds and retires them, and every reader, which places the lists it reads against them.
+///
+/// The lock is held only to pick an anchor, never across a backend call: a reader clones the
+/// anchor's `Arc` and reads against it unlocked, so an anchor retired meanwhile stays valid
+/// until that reader drops it (its event is recycled only once no reader holds it).
+#[derive(Debug)]
+pub(crate) struct Anchors<E> {
+    list: Mutex<VecDeque<Arc<Anchor<E>>>>,
+}
+
+impl<E> Anchors<E> {
+    fn newest(&self) -> Arc<Anchor<E>> {
+        Arc::clone(lock(&self.list).back().expect("there is always an anchor"))
+    }
+
+    /// The anchor nearest `gpu_ns`.
+    fn nearest(&self, gpu_ns: i64) -> Arc<Anchor<E>> {
+        let list = lock(&self.list);
+        let nearest = list.iter().min_by_key(|a| (a.at.gpu_ns - gpu_ns).unsigned_abs());
+        Arc::clone(nearest.expect("there is always an anchor"))
+    }
+
+    /// GPU time of the oldest anchor kept: nothing emitted is placed from before it.
+    pub(crate) fn oldest_gpu_ns(&self) -> i64 {
+        lock(&self.list).front().map_or(i64::MIN, |a| a.at.gpu_ns)
+    }
+}
+
+/// The time of `event` (complete) on the context's timeline, from the nearest anchor: one read
+/// when the newest anchor is within the exact range, two when another is nearer. Also returns
+/// the anchor's drift bound and how far this read may be off by rounding (0 within the exact
+/// range). Any collector may call it, concurrently with the emitter's `refresh`.
+pub(crate) fn place<B: Backend>(
+    backend: &B,
+    anchors: &Anchors<B::Event>,
+    event: &B::Event,
+) -> Result<Placed, BackendError> {
+    let read = |anchor: &Anchor<B::Event>| -> Result<Placed, BackendError> {
+        match guarded("elapsed", || backend.elapsed(&anchor.event, event))? {
+            Some(distance) => Ok((anchor.at.gpu_ns + distance.ns, anchor.drift, reading_bound(distance))),
+            None => Err(BackendError::new("elapsed", "a read event became not ready")),
+        }
+    };
+    let newest = anchors.newest();
+    let placed = read(&newest)?;
+    let (estimate, _, bound) = placed;
+    if bound == 0 {
+        return Ok(placed);
+    }
+    let nearest = anchors.nearest(estimate);
+    if Arc::ptr_eq(&nearest, &newest) {
+        return Ok(placed);
+    }
+    read(&nearest)
+}
+
+/// The emitter's side of the timeline: the anchors' stream, the anchor being recorded, the
+/// spare anchor events, and the mapping to host time. Only the emitting collector touches it;
+/// the anchors themselves are shared ([`Anchors`]).
 pub(crate) struct Clock<B: Backend> {
     stream: B::Stream,
-    /// Completed anchors, oldest first; times strictly increase.
-    anchors: VecDeque<Anchor<B::Event>>,
+    anchors: Arc<Anchors<B::Event>>,
     /// An anchor recorded but not yet complete, with the host time it was recorded at.
     pending: Option<(B::Event, i64)>,
     /// Anchor events not in use.
@@ -98,10 +156,10 @@ impl<B: Backend> Clock<B> {
         let exact = guarded("record_anchor", || backend.record_anchor(&base, &stream))?;
         guarded("wait", || backend.wait(&base))?;
         let at = Calibration { gpu_ns: 0, host_ns: exact.unwrap_or_else(|| backend.host_now_ns()) };
-        let anchors = VecDeque::from([Anchor { event: base, at, drift: 0 }]);
+        let list = VecDeque::from([Arc::new(Anchor { event: base, at, drift: 0 })]);
         let mut clock = Self {
             stream,
-            anchors,
+            anchors: Arc::new(Anchors { list: Mutex::new(list) }),
             pending: None,
             spare: vec![spare],
             estimator: Estimator::new(),
@@ -113,6 +171,11 @@ impl<B: Backend> Clock<B> {
         Ok((clock, at))
     }
 
+    /// The anchors, for the readers.
+    pub(crate) fn anchors(&self) -> &Arc<Anchors<B::Event>> {
+        &self.anchors
+    }
+
     /// Promotes a completed pending anchor, and records a new one when the newest is older
     /// than `interval` (or when `wait`: flush ends on a fresh anchor). Returns the new
     /// anchor's calibration pair when one was promoted, for the sinks.
@@ -122,15 +185,13 @@ impl<B: Backend> Clock<B> {
         interval: Duration,
         wait: bool,
     ) -> Result<Option<Calibration>, BackendError> {
-        let (newest, drift) =
-            self.anchors.back().map(|a| (a.at, a.drift)).expect("there is always an anchor");
+        let newest = self.anchors.newest();
         if self.pending.is_none() {
-            let age = backend.host_now_ns() - newest.host_ns;
+            let age = backend.host_now_ns() - newest.at.host_ns;
             let stale = u128::try_from(age).unwrap_or(0) >= interval.as_nanos();
             if stale || wait {
                 let event = match self.spare.pop() {
                     Some(event) => event,
-                    None if self.anchors.len() >= ANCHORS => self.anchors.pop_front().expect("full").event,
                     None => guarded("create_event", || backend.create_event())?,
                 };
                 let host_ns = backend.host_now_ns();
@@ -144,18 +205,28 @@ impl<B: Backend> Clock<B> {
             }
         }
         let Some((event, _)) = &self.pending else { return Ok(None) };
-        let newest_event = &self.anchors.back().expect("there is always an anchor").event;
         if wait {
             guarded("wait", || backend.wait(event))?;
         }
-        let Some(step) = guarded("elapsed", || backend.elapsed(newest_event, event))? else {
+        let Some(step) = guarded("elapsed", || backend.elapsed(&newest.event, event))? else {
             return Ok(None);
         };
         let (event, host_ns) = self.pending.take().expect("checked above");
-        let at = Calibration { gpu_ns: newest.gpu_ns + step.ns, host_ns };
-        self.anchors.push_back(Anchor { event, at, drift: drift + reading_bound(step) });
-        if self.anchors.len() > ANCHORS {
-            let oldest = self.anchors.pop_front().expect("more than one");
+        let at = Calibration { gpu_ns: newest.at.gpu_ns + step.ns, host_ns };
+        let anchor = Anchor { event, at, drift: newest.drift + reading_bound(step) };
+        drop(newest);
+        let retired = {
+            let mut list = lock(&self.anchors.list);
+            list.push_back(Arc::new(anchor));
+            if list.len() > ANCHORS {
+                list.pop_front()
+            } else {
+                None
+            }
+        };
+        // An anchor a reader still holds is dropped by that reader (its event destroyed
+        // there), not recycled: a new event is made for a later anchor instead.
+        if let Some(Ok(oldest)) = retired.map(Arc::try_unwrap) {
             self.spare.push(oldest.event);
         }
         if let Some(line) = self.estimator.observe(Pair { gpu: at.gpu_ns, offset: at.host_ns - at.gpu_ns }) {
@@ -164,32 +235,9 @@ impl<B: Backend> Clock<B> {
         Ok(Some(at))
     }
 
-    /// The time of `event` (complete) on the context's timeline, from the nearest anchor: one
-    /// read when the newest anchor is within the exact range, two when another is nearer.
-    /// Also returns the anchor's drift bound and how far this read may be off by rounding (0
-    /// within the exact range).
+    /// [`place`], from the emitter.
     pub(crate) fn place(&self, backend: &B, event: &B::Event) -> Result<Placed, BackendError> {
-        let read = |anchor: &Anchor<B::Event>| -> Result<Placed, BackendError> {
-            match guarded("elapsed", || backend.elapsed(&anchor.event, event))? {
-                Some(distance) => Ok((anchor.at.gpu_ns + distance.ns, anchor.drift, reading_bound(distance))),
-                None => Err(BackendError::new("elapsed", "a read event became not ready")),
-            }
-        };
-        let newest = self.anchors.back().expect("there is always an anchor");
-        let placed = read(newest)?;
-        let (estimate, _, bound) = placed;
-        if bound == 0 {
-            return Ok(placed);
-        }
-        let nearest = self
-            .anchors
-            .iter()
-            .min_by_key(|a| (a.at.gpu_ns - estimate).unsigned_abs())
-            .expect("there is always an anchor");
-        if std::ptr::eq(nearest, newest) {
-            return Ok(placed);
-        }
-        read(nearest)
+        place(backend, &self.anchors, event)
     }
 
     /// Host time of a GPU time, through the one mapping (`mapping.rs`): a function of the
@@ -207,6 +255,6 @@ impl<B: Backend> Clock<B> {
 
     /// GPU time of the oldest anchor kept: nothing emitted is placed from before it.
     pub(crate) fn oldest_gpu_ns(&self) -> i64 {
-        self.anchors.front().map_or(i64::MIN, |a| a.at.gpu_ns)
+        self.anchors.oldest_gpu_ns()
     }
 }

@@ -1,11 +1,11 @@
 //! Phase 2 of collection, the emit: run by one caller at a time (the others return at once,
 //! their reading done). Take the read lists, and per lane emit every list whose place is
-//! next, in place order, with one more `elapsed` per list to place its first event on the
-//! context's timeline (`clock.rs`); hand the zones to the sinks (a sink's failure or panic is
+//! next, in place order, at the time its reader placed it on the context's timeline (or
+//! placed here, when that read failed: `clock.rs`); hand the zones to the sinks (a sink's failure or panic is
 //! caught and reported, the other sinks still called); release every emitted list's slots
 //! with one CAS.
 
-use super::clock::Clock;
+use super::clock::{Anchors, Clock};
 use super::report::CollectReport;
 use crate::backend::{panic_message, Backend, Lane};
 use crate::error::Error;
@@ -14,7 +14,7 @@ use crate::shared::record::{EventRecord, ListKind};
 use crate::shared::Inner;
 use crate::sink::{ContextInfo, Sink, Zone, ZoneBatch};
 use crate::slots::freelist::{Chain, NIL};
-use crate::sync::{lock, Ordering};
+use crate::sync::{lock, Arc, Ordering};
 use std::collections::{BTreeMap, HashMap};
 
 /// In `Emitter::waiting`, a place given up by a list dropped unsubmitted (no slot).
@@ -300,6 +300,11 @@ impl<B: Backend> Emitter<B> {
         self.waiting_lists
     }
 
+    /// The clock's anchors, which readers place lists against.
+    pub(crate) fn anchors(&self) -> &Arc<Anchors<B::Event>> {
+        self.clock.anchors()
+    }
+
     /// Emits the list at `first` (a read list: its zones; a failed one: counted as dropped; a
     /// void one: nothing), clears its records, and returns its chain for release.
     fn emit_list(
@@ -314,6 +319,7 @@ impl<B: Backend> Emitter<B> {
         let chain = Chain { first, last: record.list_last, len: record.list_len };
         let mut failure = None;
         let placed = match record.list_kind {
+            ListKind::Read if record.list_placed.is_some() => record.list_placed,
             ListKind::Read => match self.clock.place(&ctx.backend, &head.event) {
                 Ok(placed) => Some(placed),
                 Err(e) => {

@@ -7,14 +7,17 @@
 //! 1. **Read** (`read.rs`), run by every caller of `collect` at once, with no lock: take
 //!    every submitted list (one swap) and every list an earlier call found incomplete, sort
 //!    them by home lane and place in that lane's order, and read each list's times, one
-//!    `elapsed` per event, chained from the list's first event. Lists of one lane are read in
-//!    order and the reader stops at the first incomplete one (the lane's later lists cannot
-//!    have run yet): those go to the `retry` queue without a read. Read lists go to the `read`
-//!    queue. The driver reads of concurrent callers overlap; nothing here waits for the GPU.
-//! 2. **Emit** (`emit.rs`), run by one caller at a time (the others return
-//!    at once, their reading done): take the read lists, and per lane emit every list whose
-//!    place is next, in place order, with one more `elapsed` per list to place its first
-//!    event on the context's timeline; release every emitted list's slots with one CAS.
+//!    `elapsed` per event, chained from the list's first event, plus one that places its
+//!    first event on the context's timeline. Lists of one lane are read in order and the
+//!    reader stops at the first incomplete one (the lane's later lists cannot have run yet):
+//!    those go to the `retry` queue without a read. Read lists go to the `read` queue. The
+//!    lists one caller took are shared, a few lists of a lane at a time, with every caller
+//!    that enters its read phase meanwhile. The driver reads of concurrent callers overlap;
+//!    nothing here waits for the GPU.
+//! 2. **Emit** (`emit.rs`), run by one caller at a time (the others return at once, their
+//!    reading done): take the read lists, and per lane emit every list whose place is next,
+//!    in place order; release every emitted list's slots with one CAS. No backend read
+//!    here but the anchors' (`clock.rs`), one every `anchor_interval`.
 //!
 //! The completion test is `elapsed` itself (CUDA: `cuEventElapsedTime` answering
 //! `CUDA_ERROR_NOT_READY`): the collector never queries or synchronizes an event, so it cannot
@@ -42,9 +45,9 @@ use crate::shared::record::EventRecord;
 use crate::shared::Inner;
 use crate::sink::Sink;
 use crate::slots::pool::Pool;
-use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU64, Mutex, Ordering};
 use emit::Emitter;
-use read::{read_phase, ReadOutcome};
+use read::{read_phase, ReadOutcome, ReadShare};
 
 /// `Collector::state`: set while a flush keeps new readers out.
 const FLUSHING: u64 = 1 << 63;
@@ -64,8 +67,8 @@ pub(crate) struct Collector<B: Backend> {
     /// a reader entering and a flush starting or ending are ordered by one modification
     /// order: every change is a read-modify-write.
     state: AtomicU64,
-    /// Where a contended read phase starts re-probing lanes (read.rs).
-    probe_cursor: AtomicU32,
+    /// What the collectors in their read phase share (read.rs).
+    share: ReadShare<B::Event>,
 }
 
 /// A collector in its read phase: leaves it (`state` minus one reader) when dropped, also if
@@ -109,11 +112,12 @@ impl<B: Backend> Collector<B> {
         sinks: Vec<Box<dyn Sink>>,
     ) -> Result<Self, Error> {
         let (emitter, info) = Emitter::new(&backend, id, &config.name, sinks)?;
+        let share = ReadShare::new(Arc::clone(emitter.anchors()));
         Ok(Self {
             inner: Arc::new(Inner::new(backend, config, pool, info)),
             emitter: Mutex::new(emitter),
             state: AtomicU64::new(0),
-            probe_cursor: AtomicU32::new(0),
+            share,
         })
     }
 
@@ -172,7 +176,7 @@ impl<B: Backend> Collector<B> {
             return None;
         }
         let _reading = Reading(&self.state);
-        Some(read_phase(&self.inner, &self.probe_cursor, false, before & READERS > 0))
+        Some(read_phase(&self.inner, &self.share, false, before & READERS > 0))
     }
 
     /// Waits for every list submitted before the call, collects them all in one round, and
@@ -194,7 +198,7 @@ impl<B: Backend> Collector<B> {
         while self.state.fetch_add(0, Ordering::SeqCst) & READERS != 0 {
             spin_wait();
         }
-        let outcome = read_phase(inner, &self.probe_cursor, true, false);
+        let outcome = read_phase(inner, &self.share, true, false);
         report.read_lists += outcome.read;
         report.errors += outcome.errors;
         if let Some(e) = outcome.error {

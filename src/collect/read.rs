@@ -5,18 +5,24 @@
 //! `elapsed` per event, chained from the list's first event. Lists of one lane are read in
 //! order and the reader stops at the first incomplete one (the lane's later lists cannot have
 //! run yet): those go to the `retry` queue without a read. Read lists go to the `read` queue
-//! with their zones built (times since their first event). The driver reads of concurrent
-//! callers overlap; nothing here waits for the GPU (but a flush, which waits). A backend
+//! with their zones built (times since their first event) and their first event placed on
+//! the context's timeline (`clock::place`). The driver reads of concurrent callers overlap;
+//! nothing here waits for the GPU (but a flush, which waits).
+//!
+//! The lists one caller takes form a [`Batch`] cut into pieces (a few lists of one lane);
+//! every collector that enters its read phase meanwhile claims pieces of it too, so a backlog
+//! is read by every collector at hand, not by the one that happened to take it. A backend
 //! call that panics fails its list like any backend error (`guarded`): the lists taken are
 //! never lost with an unwinding reader.
 
+use super::clock::{place, Anchors};
 use crate::backend::{guarded, Backend, BackendError};
 use crate::error::Error;
 use crate::shared::record::{EventRecord, ListKind};
 use crate::shared::Inner;
 use crate::sink::Zone;
 use crate::slots::submit::{SubmissionLinks, SubmissionQueue};
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{lock, Arc, AtomicU32, AtomicUsize, Mutex, Ordering};
 
 /// Lists being linked through `next_submitted` for one push onto a collector queue.
 #[derive(Default)]
@@ -51,8 +57,6 @@ pub(crate) struct ReadOutcome {
     pub(crate) retried: usize,
     pub(crate) errors: usize,
     pub(crate) error: Option<Error>,
-    /// Whether any list was taken at all.
-    pub(crate) took: bool,
 }
 
 /// Lanes whose head list was found incomplete before that one contended read phase probes
@@ -61,31 +65,133 @@ pub(crate) struct ReadOutcome {
 /// would otherwise spend one driver read per lane whose GPU work is still queued.
 const CONTENDED_REPROBES: usize = 2;
 
-/// Phase 1: takes every submitted and retried list and reads the times of the completed ones
-/// (with `wait`, waits for each instead). Any number of threads may run it at once: each
-/// takes different lists. `contended`: other collectors are reading too, so this one probes
-/// at most [`CONTENDED_REPROBES`] lanes found incomplete before (new lists are always read).
+/// Most lists in one piece of a batch: lists of one lane, in place order. Small, so that the
+/// collectors in their read phase share a backlog: a CUDA read is a driver call, and the
+/// driver serves the threads calling it in turn, so one collector reading a backlog alone
+/// gets one call in every (recorders + 1).
+const PIECE_LISTS: usize = 4;
+
+/// The lists one read phase took, in (lane, place) order, cut into pieces (runs of one lane,
+/// at most [`PIECE_LISTS`] lists) that every collector in its read phase may claim, one at a
+/// time. Each piece is claimed once (`next`), so each list has one reader. The collector that
+/// took the lists claims pieces until none is left before it leaves its read phase: when no
+/// collector is reading, every batch is claimed and read (what a flush waits for).
+struct Batch {
+    /// (lane-table entry, place, first slot) of every list taken.
+    lists: Vec<(u32, u64, u32)>,
+    /// Where each piece starts in `lists`, then `lists.len()`.
+    starts: Vec<usize>,
+    /// The next piece to claim.
+    next: AtomicUsize,
+}
+
+impl Batch {
+    fn new(lists: Vec<(u32, u64, u32)>) -> Self {
+        let mut starts = Vec::new();
+        for (i, &(entry, _, _)) in lists.iter().enumerate() {
+            let start = starts.last().copied();
+            let same_lane = start.is_some_and(|s: usize| lists[s].0 == entry && i - s < PIECE_LISTS);
+            if !same_lane {
+                starts.push(i);
+            }
+        }
+        starts.push(lists.len());
+        Self { lists, starts, next: AtomicUsize::new(0) }
+    }
+
+    fn pieces(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// Claims the next piece, if one is left.
+    fn claim(&self) -> Option<&[(u32, u64, u32)]> {
+        // Relaxed: the batch's lists were published with it (the share's lock); the counter
+        // only makes each claim unique.
+        let piece = self.next.fetch_add(1, Ordering::Relaxed);
+        (piece < self.pieces()).then(|| &self.lists[self.starts[piece]..self.starts[piece + 1]])
+    }
+}
+
+/// What the collectors in their read phase share: the anchors they place lists against, the
+/// batches being read, and where a contended read starts re-probing lanes.
+pub(crate) struct ReadShare<E> {
+    anchors: Arc<Anchors<E>>,
+    batches: Mutex<Vec<Arc<Batch>>>,
+    /// `batches.len()`, read without the lock by a collector looking for pieces to claim.
+    published: AtomicUsize,
+    probe_cursor: AtomicU32,
+}
+
+impl<E> ReadShare<E> {
+    pub(crate) fn new(anchors: Arc<Anchors<E>>) -> Self {
+        Self {
+            anchors,
+            batches: Mutex::new(Vec::new()),
+            published: AtomicUsize::new(0),
+            probe_cursor: AtomicU32::new(0),
+        }
+    }
+
+    /// The batches other collectors are reading.
+    fn published(&self) -> Vec<Arc<Batch>> {
+        // Relaxed: only saves the lock when there is nothing to help with; a batch published
+        // just after is read by its own collector.
+        if self.published.load(Ordering::Relaxed) == 0 {
+            return Vec::new();
+        }
+        lock(&self.batches).clone()
+    }
+
+    fn publish(&self, batch: &Arc<Batch>) {
+        let mut batches = lock(&self.batches);
+        batches.push(Arc::clone(batch));
+        self.published.store(batches.len(), Ordering::Relaxed);
+    }
+
+    fn retire(&self, batch: &Arc<Batch>) {
+        let mut batches = lock(&self.batches);
+        batches.retain(|b| !Arc::ptr_eq(b, batch));
+        self.published.store(batches.len(), Ordering::Relaxed);
+    }
+}
+
+/// Phase 1: claims the unread pieces of other collectors' batches, then takes every submitted
+/// and retried list and reads the times of the completed ones, sharing them with the
+/// collectors that come meanwhile (with `wait`, waits for each instead, alone). Any number of
+/// threads may run it at once: each reads different lists. `contended`: other collectors
+/// are reading too, so this one probes at most [`CONTENDED_REPROBES`] lanes found incomplete
+/// before (new lists are always read).
 pub(crate) fn read_phase<B: Backend>(
     ctx: &Inner<B>,
-    probe_cursor: &AtomicU32,
+    share: &ReadShare<B::Event>,
     wait: bool,
     contended: bool,
 ) -> ReadOutcome {
-    let mut outcome = ReadOutcome::default();
+    let mut reader = Reader {
+        ctx,
+        anchors: &share.anchors,
+        wait,
+        reprobes: if contended && !wait { CONTENDED_REPROBES } else { usize::MAX },
+        slots: Vec::new(),
+        outcome: ReadOutcome::default(),
+    };
+    // Lists other collectors took first: they are older than those queued now.
+    for batch in share.published() {
+        reader.read_batch(&batch);
+    }
     let mut taken = Vec::new();
     ctx.queue.take_all(&ctx.pool, &mut taken);
     ctx.retry.take_all(&ctx.pool, &mut taken);
     ctx.pool.sample_high_water();
     if taken.is_empty() {
-        return outcome;
+        return reader.outcome;
     }
-    outcome.took = true;
     let mut keyed: Vec<(u32, u64, u32)> = taken
         .iter()
         .map(|&first| {
             // Safety: the list was taken from a queue by this thread (one swap hands each
             // list to exactly one taker), so this thread alone owns its records until it
-            // pushes the list on again.
+            // pushes the list on again or publishes it in a batch.
             let seq = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_seq });
             (seq.entry, seq.seq, first)
         })
@@ -96,51 +202,86 @@ pub(crate) fn read_phase<B: Backend>(
         let mut lanes: Vec<u32> = keyed.iter().map(|&(entry, _, _)| entry).collect();
         lanes.dedup();
         // Relaxed: only spreads the probes; any value is correct.
-        let turn = probe_cursor.fetch_add(1, Ordering::Relaxed) as usize % lanes.len();
+        let turn = share.probe_cursor.fetch_add(1, Ordering::Relaxed) as usize % lanes.len();
         let split = keyed.partition_point(|&(entry, _, _)| entry < lanes[turn]);
         keyed.rotate_left(split);
     }
-    let (mut read, mut retry) = (ListChain::default(), ListChain::default());
-    let mut blocked = None;
-    let mut reprobes = if contended && !wait { CONTENDED_REPROBES } else { usize::MAX };
-    let mut slots = Vec::new();
-    for (entry, _, first) in keyed {
-        if blocked == Some(entry) {
-            retry.add(&ctx.pool, first);
-            continue;
+    let batch = Arc::new(Batch::new(keyed));
+    // A flush reads alone; one piece is not worth sharing.
+    let shared = !wait && batch.pieces() > 1;
+    if shared {
+        share.publish(&batch);
+    }
+    reader.read_batch(&batch);
+    if shared {
+        share.retire(&batch);
+    }
+    reader.outcome
+}
+
+/// One collector's read phase: what it reads with, and what it did.
+struct Reader<'a, B: Backend> {
+    ctx: &'a Inner<B>,
+    anchors: &'a Anchors<B::Event>,
+    wait: bool,
+    /// Re-probes of lanes found incomplete before that this reader may still make.
+    reprobes: usize,
+    slots: Vec<u32>,
+    outcome: ReadOutcome,
+}
+
+impl<B: Backend> Reader<'_, B> {
+    /// Claims and reads pieces of `batch` until none is left.
+    fn read_batch(&mut self, batch: &Batch) {
+        while let Some(piece) = batch.claim() {
+            self.read_piece(piece);
         }
-        // Safety: as above, this thread owns the taken list.
-        let probed = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_probed });
-        if probed {
-            if reprobes == 0 {
-                blocked = Some(entry);
+    }
+
+    /// Reads the lists of one piece (one lane, in place order) up to the first incomplete
+    /// one: the lane's later lists cannot have run yet, so they go to the retry queue unread.
+    /// Read lists go to the read queue, for the emitter.
+    fn read_piece(&mut self, piece: &[(u32, u64, u32)]) {
+        let ctx = self.ctx;
+        let (mut read, mut retry) = (ListChain::default(), ListChain::default());
+        let mut blocked = false;
+        for &(_, _, first) in piece {
+            if blocked {
                 retry.add(&ctx.pool, first);
                 continue;
             }
-            reprobes -= 1;
-        }
-        match read_list(ctx, first, wait, &mut slots) {
-            Ok(true) => read.add(&ctx.pool, first),
-            Ok(false) => {
-                // Safety: as above.
-                ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_probed = true });
-                blocked = Some(entry);
-                retry.add(&ctx.pool, first);
+            // Safety: this reader claimed the piece (or took the list): it owns the records.
+            let probed = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_probed });
+            if probed {
+                if self.reprobes == 0 {
+                    blocked = true;
+                    retry.add(&ctx.pool, first);
+                    continue;
+                }
+                self.reprobes -= 1;
             }
-            Err(e) => {
-                // Safety: as above, this thread owns the taken list.
-                ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_kind = ListKind::Failed });
-                outcome.errors += 1;
-                outcome.error.get_or_insert(e.into());
-                read.add(&ctx.pool, first);
+            match read_list(ctx, self.anchors, first, self.wait, &mut self.slots) {
+                Ok(true) => read.add(&ctx.pool, first),
+                Ok(false) => {
+                    // Safety: as above.
+                    ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_probed = true });
+                    blocked = true;
+                    retry.add(&ctx.pool, first);
+                }
+                Err(e) => {
+                    // Safety: as above.
+                    ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_kind = ListKind::Failed });
+                    self.outcome.errors += 1;
+                    self.outcome.error.get_or_insert(e.into());
+                    read.add(&ctx.pool, first);
+                }
             }
         }
+        self.outcome.read += read.len;
+        self.outcome.retried += retry.len;
+        read.push_onto(&ctx.read, &ctx.pool);
+        retry.push_onto(&ctx.retry, &ctx.pool);
     }
-    outcome.read = read.len;
-    outcome.retried = retry.len;
-    read.push_onto(&ctx.read, &ctx.pool);
-    retry.push_onto(&ctx.retry, &ctx.pool);
-    outcome
 }
 
 /// Reads the times of the list at `first`, chaining each event from the one before, and
@@ -148,6 +289,7 @@ pub(crate) fn read_phase<B: Backend>(
 /// other records. `Ok(false)`: not complete yet (and `wait` is off).
 fn read_list<B: Backend>(
     ctx: &Inner<B>,
+    anchors: &Anchors<B::Event>,
     first: u32,
     wait: bool,
     slots: &mut Vec<u32>,
@@ -201,10 +343,14 @@ fn read_list<B: Backend>(
         times.push(times[i - 1] + ns);
     }
     let zones = build_zones(ctx, slots, &times);
+    // Placed here rather than by the emitter, which is one thread: the read that places the
+    // list is shared like the others. One that fails is left to the emitter, which reports it.
+    let placed = place(backend, anchors, &ctx.pool.slot(first).event).ok();
     // Safety: as above.
     ctx.pool.slot(first).record.with_mut(|r| unsafe {
         (*r).list_kind = ListKind::Read;
         (*r).zones = zones;
+        (*r).list_placed = placed;
     });
     Ok(true)
 }

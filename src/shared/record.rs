@@ -32,6 +32,10 @@ pub(crate) struct EventRecord {
     pub(crate) list_probed: bool,
     /// A read list's zones, built by the reader that read it.
     pub(crate) zones: Vec<Zone>,
+    /// Where the reader placed a read list's first event on the context's timeline (GPU ns
+    /// since the base event, the anchor's drift bound, the read's rounding bound); `None`
+    /// when it could not, and the emitter places it.
+    pub(crate) list_placed: Option<(i64, i64, i64)>,
 }
 
 /// What a list on the collector's queues is.
@@ -61,6 +65,7 @@ impl Default for EventRecord {
             list_kind: ListKind::Submitted,
             list_probed: false,
             zones: Vec::new(),
+            list_placed: None,
         }
     }
 }
