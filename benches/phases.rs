@@ -13,6 +13,7 @@
 //! | `e2e_chrome` | record + submit | `collect` loop | `ChromeTraceSink` on a `BufWriter` over `std::io::sink()` |
 //! | `submit_release` | record + submit | `collect` loop, but every list's read fails at its first `elapsed` (a backend whose reads error), so the emitter only walks the list's records, clears them and releases its slots: no time reads, no zone building, no placing, no sink | none |
 //! | `record_only` | record, lists dropped unsubmitted (one CAS returns the slots) | none | none |
+//! | `record_private` | the same, but each thread records into a context of its own: no state shared between threads at all, so its scaling from 1 to N threads is this machine's ceiling for this code (cores, hyperthreads, clock) | none | none |
 //!
 //! and, on one thread with no context at all:
 //!
@@ -27,7 +28,7 @@
 //!
 //! Figures per run (one context per run, after a short warm-up run on it):
 //!
-//! - `zones/s`: zones emitted (recorded for `submit_release` and `record_only`) per second
+//! - `zones/s`: zones emitted (recorded for `submit_release`, `record_only` and `record_private`) per second
 //!   of wall time, from the first recorder's start until the collector's final flush ends;
 //!   `ns/zone` is its inverse.
 //! - `rec`: recording ns per zone per thread: the time each recorder spent inside its
@@ -84,7 +85,7 @@ const MAX_LISTS_IN_FLIGHT: u64 = 256;
 static COARSE: &SourceLocation = location!("command buffer", Verbosity::Coarse);
 static DISPATCH: &SourceLocation = location!("dispatch");
 
-const E2E: [&str; 9] = [
+const E2E: [&str; 10] = [
     "e2e_memory",
     "e2e_nop",
     "e2e_none",
@@ -94,6 +95,7 @@ const E2E: [&str; 9] = [
     "e2e_nop_batch192",
     "submit_release",
     "record_only",
+    "record_private",
 ];
 const SINGLE: [&str; 8] = [
     "serial_batch4",
@@ -335,17 +337,30 @@ struct Row {
     dropped_zones: usize,
 }
 
-/// `threads` recorders record for `seconds` while (unless `record_only`) one collector
-/// drains; returns the run's figures.
-fn run<B: Backend>(
+/// What the recorders do with their lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recording {
+    /// Submit them, for the collector.
+    Submit,
+    /// Drop them unsubmitted; no collector.
+    Drop,
+    /// Drop them unsubmitted, each recorder into a context of its own (made like `ctx`, on a
+    /// clone of its backend); no collector.
+    DropPrivate,
+}
+
+/// `threads` recorders record for `seconds` while (when they submit) one collector drains;
+/// returns the run's figures.
+fn run<B: Backend + Clone>(
     ctx: &TracingContext<B>,
     threads: usize,
     seconds: f64,
-    record_only: bool,
+    recording: Recording,
     memory: Option<&MemorySink>,
     min_batch: u64,
 ) -> Row {
-    let submit = !record_only;
+    let submit = recording == Recording::Submit;
+    let record_only = !submit;
     let barrier = Barrier::new(threads + 2);
     let stop = AtomicBool::new(false);
     let finished = AtomicUsize::new(0);
@@ -360,6 +375,14 @@ fn run<B: Backend>(
                 std::thread::Builder::new()
                     .name(format!("recorder {t}"))
                     .spawn_scoped(s, move || {
+                        let own = (recording == Recording::DropPrivate).then(|| {
+                            TracingContext::builder(ctx.backend().clone())
+                                .capacity(1024, CAPACITY)
+                                .batch(16)
+                                .build()
+                                .expect("context")
+                        });
+                        let ctx = own.as_ref().unwrap_or(ctx);
                         let stream = ctx.backend().create_stream().expect("stream");
                         barrier.wait();
                         let cpu = thread_cpu_ns();
@@ -524,33 +547,33 @@ fn e2e(variant: &str, threads: usize, seconds: f64) -> Row {
         "e2e_memory" => {
             let memory = MemorySink::new();
             let ctx = builder(NullBackend::default()).sink(memory.clone()).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, false, Some(&memory), 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, Some(&memory), 0))
         }
         "e2e_nop" => {
             let ctx = builder(NullBackend::default()).sink(NopSink).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, false, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0))
         }
         "e2e_none" => {
             let ctx = builder(NullBackend::default()).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, false, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0))
         }
         "e2e_memory_clocked" => {
             let memory = MemorySink::new();
             let ctx = builder(ClockedNull::default()).sink(memory.clone()).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, false, Some(&memory), 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, Some(&memory), 0))
         }
         "e2e_nop_clocked" => {
             let ctx = builder(ClockedNull::default()).sink(NopSink).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, false, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0))
         }
         "e2e_nop_batch192" => {
             let ctx = builder(NullBackend::default()).sink(NopSink).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, false, None, 192))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 192))
         }
         "e2e_chrome" => {
             let sink = ChromeTraceSink::new(BufWriter::new(std::io::sink()));
             let ctx = builder(NullBackend::default()).sink(sink).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, false, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0))
         }
         "submit_release" => {
             let backend = FailingReads::default();
@@ -561,14 +584,18 @@ fn e2e(variant: &str, threads: usize, seconds: f64) -> Row {
                 .build()
                 .expect("context");
             backend.fail_reads.store(true, Ordering::Relaxed);
-            let mut row = measure(&|s| run(&ctx, threads, s, false, None, 0));
+            let mut row = measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0));
             // Every zone is dropped by design (its list's read failed).
             row.dropped_zones = 0;
             row
         }
         "record_only" => {
             let ctx = builder(NullBackend::default()).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, true, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Drop, None, 0))
+        }
+        "record_private" => {
+            let ctx = builder(NullBackend::default()).build().expect("context");
+            measure(&|s| run(&ctx, threads, s, Recording::DropPrivate, None, 0))
         }
         other => panic!("unknown variant {other}"),
     };
