@@ -59,6 +59,11 @@ pub(crate) fn reading_bound(elapsed: Elapsed) -> i64 {
     }
 }
 
+/// The least time between two asks whether the pending anchor is complete.
+fn poll_gap(interval: Duration) -> i64 {
+    i64::try_from(interval.as_nanos() / 16).unwrap_or(i64::MAX)
+}
+
 /// An event with a known time: GPU nanoseconds since the base event, and the host time.
 #[derive(Debug)]
 pub(crate) struct Anchor<E> {
@@ -138,6 +143,8 @@ pub(crate) struct Clock<B: Backend> {
     anchors: Arc<Anchors<B::Event>>,
     /// An anchor recorded but not yet complete, with the host time it was recorded at.
     pending: Option<(B::Event, i64)>,
+    /// Host time the pending anchor was last asked whether it is complete.
+    polled_ns: i64,
     /// Anchor events not in use.
     spare: Vec<B::Event>,
     /// Calibration pairs to the offset estimate, and the one mapping it leads.
@@ -161,6 +168,7 @@ impl<B: Backend> Clock<B> {
             stream,
             anchors: Arc::new(Anchors { list: Mutex::new(list) }),
             pending: None,
+            polled_ns: i64::MIN,
             spare: vec![spare],
             estimator: Estimator::new(),
             mapping: HostMapping::new(),
@@ -207,6 +215,15 @@ impl<B: Backend> Clock<B> {
         let Some((event, _)) = &self.pending else { return Ok(None) };
         if wait {
             guarded("wait", || backend.wait(event))?;
+        } else {
+            // Asked at most every sixteenth of the interval: on CUDA each ask is a driver call,
+            // which waits behind every recording thread's, and an emitter that asked on every
+            // emit would spend most of its time there. An anchor found late is no less exact.
+            let now = backend.host_now_ns();
+            if now.saturating_sub(self.polled_ns) < poll_gap(interval) {
+                return Ok(None);
+            }
+            self.polled_ns = now;
         }
         let Some(step) = guarded("elapsed", || backend.elapsed(&newest.event, event))? else {
             return Ok(None);
