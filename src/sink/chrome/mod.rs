@@ -76,13 +76,15 @@
 //! [`Backend::host_clock_origin`]: crate::Backend::host_clock_origin
 //! [`ContextInfo::base`]: super::ContextInfo::base
 
-// The folder: the Chrome trace sink, one file per idea. `format.rs` writes times and
-// `tracks.rs` keeps the CPU tracks already named (leaves); `output.rs` is the JSON array the
-// sinks of one trace share (`ChromeTrace`, `SinkWriter`); `cpu.rs` the CPU side (launch
-// slices, flow arrows, the wall-clock origin); `sink.rs` the `ChromeTraceSink` and
-// `ChromeTrace::sink`. `tracing_layer.rs` writes into the same output. It never touches
+// The folder: the Chrome trace sink, one file per idea. `format.rs` writes times, integers
+// and strings, and `tracks.rs` keeps the CPU tracks already named (leaves); `event.rs` writes
+// a zone's event with `format.rs`, keeping its static locations' text; `output.rs` is the
+// JSON array the sinks of one trace share (`ChromeTrace`, `SinkWriter`); `cpu.rs` the CPU
+// side (launch slices, flow arrows, the wall-clock origin); `sink.rs` the `ChromeTraceSink`
+// and `ChromeTrace::sink`. `tracing_layer.rs` writes into the same output. It never touches
 // slots, lists, lanes' order or the collector: it sees only the zones a sink is handed.
 mod cpu;
+mod event;
 pub(super) mod format;
 pub(super) mod output;
 mod sink;

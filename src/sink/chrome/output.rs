@@ -14,6 +14,10 @@ use std::time::Instant;
 /// Both closing texts are this long, so one always covers the other.
 const TRAILER_LEN: i64 = 3;
 
+/// Staged text past this many bytes is written out before the next event, so a list of
+/// many zones does not keep a buffer of its whole size.
+const STAGED_LIMIT: usize = 64 * 1024;
+
 /// The text that closes the array after `events` events.
 fn trailer(events: usize) -> &'static [u8] {
     if events == 0 {
@@ -45,24 +49,50 @@ impl Output {
 /// when the last of the trace and its sinks drops it.
 pub(crate) struct TraceOutput {
     out: Output,
-    /// Events in the array so far, from every sink.
+    /// Events in the array so far, from every sink, staged ones included.
     events: usize,
+    /// Events counted but not yet handed to `out`, separators included: a sink writes its
+    /// events here directly and hands a call's worth to `out` in one write, rather than
+    /// copying each through a buffer of its own (issue 19). Written out before anything
+    /// else reaches `out`, so a call that returned early leaves nothing out of order.
+    staged: Vec<u8>,
     /// The CPU process's tracks written so far, and the flow ids handed out.
     pub(crate) cpu: CpuTracks,
 }
 
 impl TraceOutput {
-    /// One event, already JSON text.
+    /// One event, already JSON text, written out at once (the `tracing` layer's).
+    #[cfg(feature = "tracing")]
     pub(crate) fn write_event_bytes(&mut self, event: &[u8]) -> std::io::Result<()> {
-        let separator = if self.events == 0 { "[\n" } else { ",\n" };
-        let out = self.out.writer();
-        out.write_all(separator.as_bytes())?;
-        out.write_all(event)?;
+        self.next_event()?.extend_from_slice(event);
+        self.write_staged()
+    }
+
+    /// Counts one more event and stages its separator: the event's JSON text goes into the
+    /// buffer returned, right after.
+    fn next_event(&mut self) -> std::io::Result<&mut Vec<u8>> {
+        if self.staged.len() >= STAGED_LIMIT {
+            self.write_staged()?;
+        }
+        let separator: &[u8] = if self.events == 0 { b"[\n" } else { b",\n" };
+        self.staged.extend_from_slice(separator);
         self.events += 1;
-        Ok(())
+        Ok(&mut self.staged)
+    }
+
+    /// Hands the staged events to the writer. They leave the stage even when the write
+    /// fails: writing them again could repeat a part already written.
+    fn write_staged(&mut self) -> std::io::Result<()> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let written = self.out.writer().write_all(&self.staged);
+        self.staged.clear();
+        written
     }
 
     pub(super) fn flush(&mut self) -> std::io::Result<()> {
+        self.write_staged()?;
         let end = trailer(self.events);
         match &mut self.out {
             Output::Stream(out) => out.flush(),
@@ -80,9 +110,11 @@ impl TraceOutput {
 impl Drop for TraceOutput {
     fn drop(&mut self) {
         let end = trailer(self.events);
-        let out = self.out.writer();
         // A failure here cannot be reported; the trace stays valid without the bracket.
-        let _ = out.write_all(end).and_then(|()| out.flush());
+        let _ = self.write_staged().and_then(|()| {
+            let out = self.out.writer();
+            out.write_all(end).and_then(|()| out.flush())
+        });
     }
 }
 
@@ -144,7 +176,7 @@ pub(crate) fn lock(out: &Mutex<TraceOutput>) -> MutexGuard<'_, TraceOutput> {
 
 impl ChromeTrace {
     fn with_output(out: Output) -> Self {
-        let out = TraceOutput { out, events: 0, cpu: CpuTracks::default() };
+        let out = TraceOutput { out, events: 0, staged: Vec::new(), cpu: CpuTracks::default() };
         Self {
             out: Arc::new(Mutex::new(out)),
             origin: Instant::now(),
@@ -186,7 +218,8 @@ impl ChromeTrace {
 }
 
 /// The trace's output, locked by one sink for one call (so a batch is never split by
-/// another sink's events), counting what that sink writes.
+/// another sink's events), counting what that sink writes. Its events reach the writer by
+/// [`finish`](Self::finish), or before whatever next reaches it.
 pub(super) struct SinkWriter<'a> {
     out: MutexGuard<'a, TraceOutput>,
     events: &'a mut usize,
@@ -202,15 +235,22 @@ impl<'a> SinkWriter<'a> {
         &mut self.out.cpu
     }
 
+    /// One event, already JSON text.
     pub(super) fn write_event(&mut self, event: &str) -> std::io::Result<()> {
-        self.write_event_bytes(event.as_bytes())
+        self.next_event()?.extend_from_slice(event.as_bytes());
+        Ok(())
     }
 
-    /// One event, already JSON text.
-    pub(super) fn write_event_bytes(&mut self, event: &[u8]) -> std::io::Result<()> {
-        self.out.write_event_bytes(event)?;
+    /// Counts one more event: append exactly its JSON text to the buffer returned.
+    pub(super) fn next_event(&mut self) -> std::io::Result<&mut Vec<u8>> {
+        let event = self.out.next_event()?;
         *self.events += 1;
-        Ok(())
+        Ok(event)
+    }
+
+    /// Hands this call's events to the writer.
+    pub(super) fn finish(mut self) -> std::io::Result<()> {
+        self.out.write_staged()
     }
 }
 

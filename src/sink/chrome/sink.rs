@@ -3,12 +3,13 @@
 //! without nesting). `ChromeTrace::sink` is here, so that the output knows no sink.
 
 use super::cpu::{write_launch, FlowEnd};
-use super::format::{signed_ns, write_micros, write_str};
+use super::event::{complete_event, EventPlace, LocationTexts};
+use super::format::signed_ns;
 use super::output::{lock, ChromeTrace, SinkWriter, TraceOutput};
 use crate::backend::{Backend, Lane};
-use crate::sink::{ContextInfo, Sink, Zone, ZoneBatch};
+use crate::sink::{ContextInfo, Sink, ZoneBatch};
+use rustc_hash::FxHashMap;
 use serde_json::json;
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -52,8 +53,8 @@ impl ChromeTrace {
             host_offset_ns: 0,
             pid: None,
             tracks: Tracks::default(),
+            texts: LocationTexts::default(),
             events: 0,
-            event: Vec::new(),
         }
     }
 }
@@ -89,38 +90,96 @@ pub struct ChromeTraceSink {
     host_offset_ns: i64,
     pid: Option<u32>,
     tracks: Tracks,
+    texts: LocationTexts,
     /// Events this sink wrote.
     events: usize,
-    /// The event being written, reused from zone to zone.
-    event: Vec<u8>,
 }
 
 /// The tracks (Chrome threads) of one sink's context: one per lane, numbered from 1 in order
-/// of first use.
+/// of first use, and more where zones of a lane overlap without nesting.
 #[derive(Debug, Default)]
 struct Tracks {
-    /// Per lane, its rows: row 0 is the lane's track; later rows hold zones that overlap a
-    /// zone of the rows before without being nested in it (Vulkan commands without barriers).
-    tids: HashMap<(Lane, u32), u32>,
-    /// Names given with `name_stream`, for tracks not written yet.
-    names: HashMap<Lane, String>,
-    /// Per row, the zones still open at the latest begin written there, outermost first.
-    open: HashMap<(Lane, u32), Vec<OpenZone>>,
+    /// Looked up once per zone, so without SipHash (a sixth of the sink's cost in issue 19's
+    /// profile): lanes are not chosen by an attacker.
+    lanes: FxHashMap<Lane, LaneTracks>,
+    /// The tracks written so far, over all lanes: the latest `tid`.
+    count: u32,
+}
+
+/// One lane's tracks.
+#[derive(Debug, Default)]
+struct LaneTracks {
+    /// The name given with `name_stream`, if any.
+    name: Option<String>,
+    /// Row 0 is the lane's track; later rows hold zones that overlap a zone of the rows
+    /// before without being nested in it (Vulkan commands without barriers).
+    rows: Vec<Row>,
+}
+
+/// One row of a lane: a track.
+#[derive(Debug)]
+struct Row {
+    tid: u32,
+    /// The zones still open at the latest begin written here, outermost first.
+    open: Vec<OpenZone>,
 }
 
 /// A zone written on a row: its end, its list's id, its index in that list's batch.
 type OpenZone = (i64, u64, usize);
 
-impl Tracks {
-    /// The track of `lane`'s row `row`; a new one's metadata (name, order) goes to `out`
-    /// first.
-    fn tid(&mut self, pid: u32, lane: Lane, row: u32, out: &mut SinkWriter<'_>) -> std::io::Result<u32> {
-        if let Some(&tid) = self.tids.get(&(lane, row)) {
-            return Ok(tid);
+/// A zone to place on a track: its begin and end on the trace's clock, its list's id, and its
+/// index and its parent's in that list's batch.
+#[derive(Debug, Clone, Copy)]
+struct Placing {
+    begin: i64,
+    end: i64,
+    list: u64,
+    index: usize,
+    parent: Option<usize>,
+}
+
+impl Row {
+    /// Whether `zone` nests truly here: every zone still open at its begin is one of its
+    /// ancestors (those ended by then are closed first).
+    fn fits(&mut self, zone: Placing) -> bool {
+        let open = &mut self.open;
+        while open.last().is_some_and(|&(open_end, _, _)| open_end <= zone.begin) {
+            open.pop();
         }
-        let tid = self.tids.len() as u32 + 1;
-        self.tids.insert((lane, row), tid);
-        let name = match (self.names.get(&lane), lane) {
+        match (open.last(), zone.parent) {
+            (None, _) => true,
+            (Some(&(open_end, open_list, open_index)), Some(parent)) => {
+                open_list == zone.list && open_index == parent && zone.end <= open_end
+            }
+            (Some(_), None) => false,
+        }
+    }
+}
+
+impl Tracks {
+    /// The track of `zone` on `lane`: the first row where it nests truly. A viewer draws a
+    /// track's nesting from times alone, so a zone that overlaps one it is not nested in goes
+    /// to a row of its own. A new row's metadata (name, order) goes to `out` first.
+    fn place(
+        &mut self,
+        pid: u32,
+        lane: Lane,
+        zone: Placing,
+        out: &mut SinkWriter<'_>,
+    ) -> std::io::Result<u32> {
+        let tracks = self.lanes.entry(lane).or_default();
+        let open = (zone.end, zone.list, zone.index);
+        for row in &mut tracks.rows {
+            if row.fits(zone) {
+                row.open.push(open);
+                return Ok(row.tid);
+            }
+        }
+        self.count += 1;
+        let tid = self.count;
+        let row = tracks.rows.len();
+        tracks.rows.push(Row { tid, open: vec![open] });
+        let name = match (&tracks.name, lane) {
             (Some(name), _) => name.clone(),
             (None, Lane::Stream(key)) => format!("stream {key:#x}"),
             (None, Lane::Graph(key)) => format!("graph {key:#x}"),
@@ -130,38 +189,6 @@ impl Tracks {
         let order = json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}});
         out.write_event(&order.to_string())?;
         Ok(tid)
-    }
-
-    /// The first row of `lane` where the zone `(begin, end)` (index `index` of list `list`'s
-    /// batch, whose parent is at `parent`) nests truly: every zone still open there at
-    /// `begin` is one of its ancestors. A viewer draws a track's nesting from times alone, so
-    /// a zone that overlaps one it is not nested in goes to a row of its own.
-    fn row(
-        &mut self,
-        lane: Lane,
-        (begin, end): (i64, i64),
-        list: u64,
-        index: usize,
-        parent: Option<usize>,
-    ) -> u32 {
-        for row in 0.. {
-            let open = self.open.entry((lane, row)).or_default();
-            while open.last().is_some_and(|&(open_end, _, _)| open_end <= begin) {
-                open.pop();
-            }
-            let fits = match (open.last(), parent) {
-                (None, _) => true,
-                (Some(&(open_end, open_list, open_index)), Some(parent)) => {
-                    open_list == list && open_index == parent && end <= open_end
-                }
-                (Some(_), None) => false,
-            };
-            if fits {
-                open.push((end, list, index));
-                return row;
-            }
-        }
-        unreachable!("an empty row always fits")
     }
 }
 
@@ -176,38 +203,6 @@ impl std::fmt::Debug for ChromeTraceSink {
             .field("events", &self.events)
             .finish_non_exhaustive()
     }
-}
-
-/// Appends one zone as a complete ("X") event: `{"name", "cat": "gpu", "ph": "X", "pid",
-/// "tid", "ts", "dur", "args": {"file", "line", "function", "list", "depth",
-/// "gpu_begin_ns", "gpu_end_ns", and the zone's own arguments}}`. Written by hand into a
-/// buffer the sink reuses: no allocation per zone (the serializer it replaced made four).
-fn complete_event(out: &mut Vec<u8>, pid: u32, tid: u32, begin: i64, end: i64, list: u64, zone: &Zone) {
-    use std::io::Write;
-    let location = &zone.location;
-    out.extend_from_slice(b"{\"name\":");
-    write_str(out, location.name());
-    // Writing into a Vec cannot fail.
-    let _ = write!(out, ",\"cat\":\"gpu\",\"ph\":\"X\",\"pid\":{pid},\"tid\":{tid},\"ts\":");
-    write_micros(out, begin);
-    out.extend_from_slice(b",\"dur\":");
-    write_micros(out, end - begin);
-    out.extend_from_slice(b",\"args\":{\"file\":");
-    write_str(out, location.file());
-    let _ = write!(out, ",\"line\":{},\"function\":", location.line());
-    write_str(out, location.function());
-    let _ = write!(
-        out,
-        ",\"list\":{list},\"depth\":{},\"gpu_begin_ns\":{},\"gpu_end_ns\":{}",
-        zone.depth, zone.gpu_begin_ns, zone.gpu_end_ns
-    );
-    for (key, value) in location.args() {
-        out.push(b',');
-        write_str(out, key);
-        out.push(b':');
-        let _ = serde_json::to_writer(&mut *out, value);
-    }
-    out.extend_from_slice(b"}}");
 }
 
 impl ChromeTraceSink {
@@ -297,17 +292,22 @@ impl Sink for ChromeTraceSink {
         let pid = self.pid(context);
         let meta = json!({"name": "process_name", "ph": "M", "pid": pid,
             "args": {"name": name, "clock": self.clock.name()}});
-        SinkWriter::lock(&self.out, &mut self.events).write_event(&meta.to_string())
+        let mut out = SinkWriter::lock(&self.out, &mut self.events);
+        out.write_event(&meta.to_string())?;
+        out.finish()
     }
 
     fn name_lane(&mut self, context: &ContextInfo, lane: Lane, name: &str) -> std::io::Result<()> {
         let pid = self.pid(context);
-        self.tracks.names.insert(lane, name.to_owned());
-        match self.tracks.tids.get(&(lane, 0)) {
+        let tracks = self.tracks.lanes.entry(lane).or_default();
+        tracks.name = Some(name.to_owned());
+        match tracks.rows.first() {
             // A track already written gets the name now (the last `thread_name` wins); a new
             // one gets it with its first zone.
-            Some(&tid) => {
-                SinkWriter::lock(&self.out, &mut self.events).write_event(&thread_name(pid, tid, name))
+            Some(row) => {
+                let mut out = SinkWriter::lock(&self.out, &mut self.events);
+                out.write_event(&thread_name(pid, row.tid, name))?;
+                out.finish()
             }
             None => Ok(()),
         }
@@ -330,19 +330,18 @@ impl Sink for ChromeTraceSink {
                 ),
                 ChromeClock::Gpu => (zone.gpu_begin_ns, zone.gpu_end_ns),
             };
-            let row = self.tracks.row(zone.lane, (begin, end), batch.list_id, index, parent);
-            let tid = self.tracks.tid(pid, zone.lane, row, &mut out)?;
-            let location = &zone.location;
-            let event = &mut self.event;
-            event.clear();
-            complete_event(event, pid, tid, begin, end, batch.list_id, zone);
-            out.write_event_bytes(event)?;
+            let list = batch.list_id;
+            let placing = Placing { begin, end, list, index, parent };
+            let tid = self.tracks.place(pid, zone.lane, placing, &mut out)?;
+            let place = EventPlace { pid, tid, begin, end, list };
+            complete_event(out.next_event()?, &mut self.texts, place, zone);
             if let (ChromeClock::Host, Some(launch)) = (self.clock, zone.launch) {
                 let gpu = FlowEnd { pid, tid, ts_ns: begin };
-                write_launch(&mut out, self.cpu_pid, &launch, self.host_offset_ns, location.name(), gpu)?;
+                let name = zone.location.name();
+                write_launch(&mut out, self.cpu_pid, &launch, self.host_offset_ns, name, gpu)?;
             }
         }
-        Ok(())
+        out.finish()
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
