@@ -330,7 +330,7 @@ impl<B: Backend> Emitter<B> {
             ctx.counters.lists_failed.fetch_add(1, Ordering::Relaxed);
             let dropped = match record.list_kind {
                 ListKind::Read => record.zones.len(),
-                _ => discard_records(&mut record),
+                _ => discard_records(ctx, &mut record),
             };
             ctx.count_dropped(dropped);
             return (chain, failure);
@@ -408,10 +408,13 @@ impl<B: Backend> Emitter<B> {
 }
 
 /// Clears the records of a list whose times could not be read (its head record, already
-/// taken) and returns how many zones it held, to count as dropped. Its events' records are
-/// in the head's buffer: no other slot is touched.
-fn discard_records(head: &mut ListRecord) -> usize {
-    head.events.drain(..).filter(|r| r.begins.is_some() && !r.begin_dropped).count()
+/// taken), gives their buffer back, and returns how many zones it held, to count as dropped.
+/// Its events' records are in the head's buffer: no other slot is touched.
+fn discard_records<B: Backend>(ctx: &Inner<B>, head: &mut ListRecord) -> usize {
+    let mut events = std::mem::take(&mut head.events);
+    let zones = events.drain(..).filter(|r| r.begins.is_some() && !r.begin_dropped).count();
+    ctx.record_buffers.give_back(events);
+    zones
 }
 
 /// Appends `list` to the chain of slots to release (linking the old tail to it).

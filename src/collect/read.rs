@@ -143,10 +143,11 @@ pub(crate) fn read_phase<B: Backend>(
     outcome
 }
 
-/// Reads the times of the list at `first`, chaining each event from the one before, and
-/// builds its zones (times since the list's first event) into the head record, clearing the
-/// list's records. `Ok(false)`: not complete yet (and `wait` is off). The records are read
-/// from the head's buffer, in order: no other slot's record is touched, and no link followed.
+/// Reads the times of the list at `first`, chaining each event from the one before, builds
+/// its zones (times since the list's first event) into the head record, and gives the
+/// emptied buffer of its records back. `Ok(false)`: not complete yet (and `wait` is off).
+/// The records are read from the head's buffer, in order: no other slot's record is
+/// touched, and no link followed.
 fn read_list<B: Backend>(
     ctx: &Inner<B>,
     first: u32,
@@ -159,14 +160,17 @@ fn read_list<B: Backend>(
     // slots, could be lost with an unwinding allocation).
     let mut events = head.record.with_mut(|r| unsafe { std::mem::take(&mut (*r).events) });
     let read = read_times(ctx, &events, wait, times);
-    let zones = matches!(read, Ok(true)).then(|| build_zones(ctx, &mut events, times));
+    if !matches!(read, Ok(true)) {
+        // Safety: as above.
+        head.record.with_mut(|r| unsafe { (*r).events = events });
+        return read;
+    }
+    let zones = build_zones(ctx, &mut events, times);
+    ctx.record_buffers.give_back(events);
     // Safety: as above.
     head.record.with_mut(|r| unsafe {
-        (*r).events = events;
-        if let Some(zones) = zones {
-            (*r).list_kind = ListKind::Read;
-            (*r).zones = zones;
-        }
+        (*r).list_kind = ListKind::Read;
+        (*r).zones = zones;
     });
     read
 }

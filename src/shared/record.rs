@@ -17,7 +17,7 @@ use crate::backend::Lane;
 use crate::location::Location;
 use crate::sink::Zone;
 use crate::slots::freelist::NIL;
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{try_lock, AtomicU32, Mutex, Ordering};
 
 /// What happened at one recorded event, written by the owning list, read by the collector.
 #[derive(Debug)]
@@ -88,29 +88,40 @@ impl Default for ListRecord {
 }
 
 /// The most records a new buffer is made for, however long the lists seen (a larger list
-/// grows its own buffer).
+/// grows its own buffer), and the largest buffer kept for reuse.
 const MAX_BUFFER: u32 = 1024;
 
-/// Where lists get their record buffers: made for the longest list seen so far (up to
-/// [`MAX_BUFFER`]), so that a list does not grow its buffer event by event.
+/// The most emptied buffers kept for reuse: as many lists as one collect usually takes.
+const SPARE_BUFFERS: usize = 256;
+
+/// Where lists get their record buffers: emptied ones given back by the collector (and by
+/// lists dropped unsubmitted), else new ones made for the longest list seen so far (up to
+/// [`MAX_BUFFER`]), so that a list neither allocates per list nor grows its buffer event by
+/// event. Both sides only `try_lock` the spares: nobody waits, a recorder that finds them
+/// busy makes a new buffer, a giver that finds them busy (or full) frees its buffer.
 #[derive(Debug)]
 pub(crate) struct RecordBuffers {
+    /// Emptied buffers, each of at most `MAX_BUFFER` records.
+    spare: Mutex<Vec<Vec<EventRecord>>>,
     /// Records a new buffer is made for.
     capacity: AtomicU32,
 }
 
 impl RecordBuffers {
     pub(crate) fn new() -> Self {
-        Self { capacity: AtomicU32::new(16) }
+        Self { spare: Mutex::new(Vec::new()), capacity: AtomicU32::new(16) }
     }
 
     /// An empty buffer for a list's records.
-    pub(crate) fn new_buffer(&self) -> Vec<EventRecord> {
+    pub(crate) fn take(&self) -> Vec<EventRecord> {
+        if let Some(buffer) = try_lock(&self.spare).and_then(|mut spare| spare.pop()) {
+            return buffer;
+        }
         // Relaxed: a size hint; any value is correct.
         Vec::with_capacity(self.capacity.load(Ordering::Relaxed) as usize)
     }
 
-    /// A list of `len` events was submitted: later buffers are made for it. Written only
+    /// A list of `len` events was submitted: later new buffers are made for it. Written only
     /// when larger, so that recording threads share the line read-only once lists settle.
     pub(crate) fn note_len(&self, len: u32) {
         let len = len.min(MAX_BUFFER);
@@ -118,5 +129,67 @@ impl RecordBuffers {
         if len > self.capacity.load(Ordering::Relaxed) {
             self.capacity.fetch_max(len, Ordering::Relaxed);
         }
+    }
+
+    /// Keeps a list's buffer, emptied, for a later list.
+    pub(crate) fn give_back(&self, mut buffer: Vec<EventRecord>) {
+        buffer.clear();
+        if buffer.capacity() == 0 || buffer.capacity() > MAX_BUFFER as usize {
+            return;
+        }
+        if let Some(mut spare) = try_lock(&self.spare) {
+            if spare.len() < SPARE_BUFFERS {
+                spare.push(buffer);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(slot: u32) -> EventRecord {
+        EventRecord {
+            slot,
+            lane: Lane::Stream(0),
+            ends: false,
+            begin_dropped: false,
+            launched: false,
+            begins: None,
+        }
+    }
+
+    #[test]
+    fn a_buffer_given_back_is_taken_again_empty_with_its_capacity() {
+        let buffers = RecordBuffers::new();
+        let mut buffer = buffers.take();
+        buffer.extend((0..40).map(record));
+        let capacity = buffer.capacity();
+        buffers.give_back(buffer);
+        let again = buffers.take();
+        assert_eq!((again.len(), again.capacity()), (0, capacity));
+    }
+
+    #[test]
+    fn new_buffers_are_made_for_the_longest_list_seen_up_to_the_cap() {
+        let buffers = RecordBuffers::new();
+        buffers.note_len(66);
+        buffers.note_len(20);
+        assert!(buffers.take().capacity() >= 66);
+        buffers.note_len(u32::MAX);
+        assert_eq!(buffers.take().capacity(), MAX_BUFFER as usize);
+    }
+
+    #[test]
+    fn buffers_over_the_cap_and_beyond_the_spares_are_freed() {
+        let buffers = RecordBuffers::new();
+        buffers.give_back(Vec::with_capacity(MAX_BUFFER as usize + 1));
+        for _ in 0..SPARE_BUFFERS + 1 {
+            buffers.give_back(Vec::with_capacity(8));
+        }
+        let spare = try_lock(&buffers.spare).expect("not held");
+        assert_eq!(spare.len(), SPARE_BUFFERS);
+        assert!(spare.iter().all(|b| b.capacity() <= MAX_BUFFER as usize));
     }
 }
