@@ -241,7 +241,7 @@ fn build_zones<B: Backend>(ctx: &Inner<B>, events: &mut Vec<EventRecord>, times:
         }
         if let Some(location) = record.begins.filter(|_| !record.begin_dropped) {
             // Safety: the reader owns the list (taken from a queue), so the slot; the launch
-            // was written with the record, before submission.
+            // was written with the event, before submission.
             let launch = record.launched.then(|| ctx.pool.slot(record.slot).launch.with(|l| unsafe { *l }));
             open.push(zones.len());
             zones.push(Zone {

@@ -374,7 +374,8 @@ impl<B: Backend> EventList<B> {
         };
         let launched = launch.is_some();
         if let Some(launch) = launch {
-            // Safety: the slot is Owned by this list, as for its record below.
+            // Safety: the slot is Owned by this list (taken from its reservation): no other
+            // thread reads or writes its launch until the list is submitted or dropped.
             slot.launch.with_mut(|l| unsafe { *l = launch });
         }
         if self.used.len == 0 {
