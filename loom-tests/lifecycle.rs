@@ -127,3 +127,34 @@ fn exhausted_pool_drops_zones_cleanly_and_recovers() {
     assert!(EXHAUSTED.load(Ordering::Relaxed), "no interleaving exhausted the pool");
     assert!(RECOVERED.load(Ordering::Relaxed), "no interleaving recorded both zones");
 }
+
+/// A list's record buffer goes back from the reader (or from a list dropped unsubmitted) to
+/// the context's spares, and a later list takes it, possibly on another thread
+/// (`shared/record.rs`, `RecordBuffers`): here the collector reads list `a` while the
+/// recorder drops list `b` unsubmitted and records list `c`, so `c`'s buffer is `a`'s, `b`'s,
+/// or a new one, as the interleaving has it. Either side may find the spares busy (neither
+/// waits). Whatever buffer `c` gets, it holds exactly `c`'s records: the zones of `a` and `c`
+/// arrive whole, `b`'s never.
+#[test]
+fn record_buffers_reused_across_threads_hold_only_their_lists_records() {
+    common::model(|| {
+        let (backend, sink, ctx) = context(4, 8, 2);
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "a")).unwrap();
+        let collector = spawn_collector(&ctx);
+        drop(record_one_zone(&ctx, &LoomStream::new(1), "b"));
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(2), "c")).unwrap();
+        collector.join().unwrap();
+        ctx.flush().unwrap();
+
+        let mut zones = received(&sink);
+        zones.sort();
+        assert_eq!(
+            zones,
+            [("a".to_owned(), Lane::Stream(0), 1_000), ("c".to_owned(), Lane::Stream(2), 1_000)]
+        );
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.owned, stats.submitted, stats.dropped_zones), (0, 0, 0), "{stats:?}");
+        drop(ctx);
+        assert_eq!(backend.live_events(), 0, "every event destroyed with the pool");
+    });
+}

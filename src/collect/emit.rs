@@ -10,7 +10,7 @@ use super::report::CollectReport;
 use crate::backend::{panic_message, Backend, Lane};
 use crate::error::Error;
 use crate::shared::lanes::{LaneSeq, ENTRIES};
-use crate::shared::record::{EventRecord, ListKind};
+use crate::shared::record::{ListKind, ListRecord};
 use crate::shared::Inner;
 use crate::sink::{ContextInfo, Sink, Zone, ZoneBatch};
 use crate::slots::freelist::{Chain, NIL};
@@ -336,7 +336,7 @@ impl<B: Backend> Emitter<B> {
             ctx.counters.lists_failed.fetch_add(1, Ordering::Relaxed);
             let dropped = match record.list_kind {
                 ListKind::Read => record.zones.len(),
-                _ => discard_records(ctx, &mut record, chain),
+                _ => discard_records(ctx, &mut record),
             };
             ctx.count_dropped(dropped);
             return (chain, failure);
@@ -413,19 +413,13 @@ impl<B: Backend> Emitter<B> {
     }
 }
 
-/// Clears the records of a list whose times could not be read (`head`: its head record,
-/// already taken) and returns how many zones it held, to count as dropped.
-fn discard_records<B: Backend>(ctx: &Inner<B>, head: &mut EventRecord, chain: Chain) -> usize {
-    let begun = |r: &EventRecord| usize::from(r.begins.is_some() && !r.begin_dropped);
-    let mut zones = begun(head);
-    // Relaxed: the list's links were published by the Release CAS that queued it.
-    let mut index = ctx.pool.slot(chain.first).link.load(Ordering::Relaxed);
-    for _ in 1..chain.len {
-        let slot = ctx.pool.slot(index);
-        // Safety: the emitter is the slot's only owner until it is released.
-        zones += slot.record.with_mut(|r| unsafe { begun(&std::mem::take(&mut *r)) });
-        index = slot.link.load(Ordering::Relaxed);
-    }
+/// Clears the records of a list whose times could not be read (its head record, already
+/// taken), gives their buffer back, and returns how many zones it held, to count as dropped.
+/// Its events' records are in the head's buffer: no other slot is touched.
+fn discard_records<B: Backend>(ctx: &Inner<B>, head: &mut ListRecord) -> usize {
+    let mut events = std::mem::take(&mut head.events);
+    let zones = events.drain(..).filter(|r| r.begins.is_some() && !r.begin_dropped).count();
+    ctx.record_buffers.give_back(events);
     zones
 }
 

@@ -41,7 +41,7 @@ pub use report::{CollectError, CollectReport, Collected};
 use crate::backend::Backend;
 use crate::error::Error;
 use crate::shared::config::Config;
-use crate::shared::record::EventRecord;
+use crate::shared::record::ListRecord;
 use crate::shared::Inner;
 use crate::sink::Sink;
 use crate::slots::pool::Pool;
@@ -107,7 +107,7 @@ impl<B: Backend> Collector<B> {
     pub(crate) fn new(
         backend: B,
         config: Config,
-        pool: Pool<B::Event, EventRecord>,
+        pool: Pool<B::Event, ListRecord>,
         id: u32,
         sinks: Vec<Box<dyn Sink>>,
     ) -> Result<Self, Error> {

@@ -172,7 +172,7 @@ pub(crate) fn read_phase<B: Backend>(
         anchors: &share.anchors,
         wait,
         reprobes: if contended && !wait { CONTENDED_REPROBES } else { usize::MAX },
-        slots: Vec::new(),
+        times: Vec::new(),
         outcome: ReadOutcome::default(),
     };
     // Lists other collectors took first: they are older than those queued now.
@@ -226,7 +226,8 @@ struct Reader<'a, B: Backend> {
     wait: bool,
     /// Re-probes of lanes found incomplete before that this reader may still make.
     reprobes: usize,
-    slots: Vec<u32>,
+    /// A list's times, reused from list to list.
+    times: Vec<i64>,
     outcome: ReadOutcome,
 }
 
@@ -260,7 +261,7 @@ impl<B: Backend> Reader<'_, B> {
                 }
                 self.reprobes -= 1;
             }
-            match read_list(ctx, self.anchors, first, self.wait, &mut self.slots) {
+            match read_list(ctx, self.anchors, first, self.wait, &mut self.times) {
                 Ok(true) => read.add(&ctx.pool, first),
                 Ok(false) => {
                     // Safety: as above.
@@ -284,28 +285,54 @@ impl<B: Backend> Reader<'_, B> {
     }
 }
 
-/// Reads the times of the list at `first`, chaining each event from the one before, and
-/// builds its zones (times since the list's first event) into the head record, clearing the
-/// other records. `Ok(false)`: not complete yet (and `wait` is off).
+/// Reads the times of the list at `first`, chaining each event from the one before, builds
+/// its zones (times since the list's first event) into the head record, and gives the
+/// emptied buffer of its records back. `Ok(false)`: not complete yet (and `wait` is off).
+/// The records are read from the head's buffer, in order: no other slot's record is
+/// touched, and no link followed.
 fn read_list<B: Backend>(
     ctx: &Inner<B>,
     anchors: &Anchors<B::Event>,
     first: u32,
     wait: bool,
-    slots: &mut Vec<u32>,
+    times: &mut Vec<i64>,
+) -> Result<bool, BackendError> {
+    let head = ctx.pool.slot(first);
+    // Safety: the caller took this list from a queue: it owns the records. They are put back
+    // below (an unwinding backend is caught by `guarded`; only the list's records, never its
+    // slots, could be lost with an unwinding allocation).
+    let mut events = head.record.with_mut(|r| unsafe { std::mem::take(&mut (*r).events) });
+    let read = read_times(ctx, &events, wait, times);
+    if !matches!(read, Ok(true)) {
+        // Safety: as above.
+        head.record.with_mut(|r| unsafe { (*r).events = events });
+        return read;
+    }
+    let zones = build_zones(ctx, &mut events, times);
+    ctx.record_buffers.give_back(events);
+    // Placed here rather than by the emitter, which is one thread: the read that places the
+    // list is shared like the others. One that fails is left to the emitter, which reports it.
+    let placed = place(&ctx.backend, anchors, &head.event).ok();
+    // Safety: as above.
+    head.record.with_mut(|r| unsafe {
+        (*r).list_kind = ListKind::Read;
+        (*r).zones = zones;
+        (*r).list_placed = placed;
+    });
+    read
+}
+
+/// The times of a list's `events` since its first, into `times`. `Ok(false)`: not complete
+/// yet (and `wait` is off).
+fn read_times<B: Backend>(
+    ctx: &Inner<B>,
+    events: &[EventRecord],
+    wait: bool,
+    times: &mut Vec<i64>,
 ) -> Result<bool, BackendError> {
     let backend = &ctx.backend;
-    // Safety: the caller took this list from a queue: it owns the records.
-    let len = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_len });
-    slots.clear();
-    let mut index = first;
-    for _ in 0..len {
-        slots.push(index);
-        // Relaxed: the list's links were published by the Release CAS that queued it.
-        index = ctx.pool.slot(index).link.load(Ordering::Relaxed);
-    }
-    let step = |from: u32, to: u32| -> Result<Option<i64>, BackendError> {
-        let (from, to) = (&ctx.pool.slot(from).event, &ctx.pool.slot(to).event);
+    let step = |from: &EventRecord, to: &EventRecord| -> Result<Option<i64>, BackendError> {
+        let (from, to) = (&ctx.pool.slot(from.slot).event, &ctx.pool.slot(to.slot).event);
         let elapsed = || guarded("elapsed", || backend.elapsed(from, to));
         match elapsed()? {
             Some(elapsed) => Ok(Some(elapsed.ns)),
@@ -323,69 +350,50 @@ fn read_list<B: Backend>(
     // The last step first: a list the GPU has not finished costs one read, not one per
     // finished event (its events run in order on its stream). A list of one event tests
     // that event against itself.
-    let n = slots.len();
+    let n = events.len();
     let last_step = match n {
-        1 => step(slots[0], slots[0])?,
-        _ => step(slots[n - 2], slots[n - 1])?,
+        1 => step(&events[0], &events[0])?,
+        _ => step(&events[n - 2], &events[n - 1])?,
     };
     let Some(last_step) = last_step else { return Ok(false) };
-    let mut times = Vec::with_capacity(n);
+    times.clear();
     times.push(0);
     for i in 1..n {
         let ns = if i == n - 1 {
             last_step
         } else {
-            match step(slots[i - 1], slots[i])? {
+            match step(&events[i - 1], &events[i])? {
                 Some(ns) => ns,
                 None => return Ok(false),
             }
         };
         times.push(times[i - 1] + ns);
     }
-    let zones = build_zones(ctx, slots, &times);
-    // Placed here rather than by the emitter, which is one thread: the read that places the
-    // list is shared like the others. One that fails is left to the emitter, which reports it.
-    let placed = place(backend, anchors, &ctx.pool.slot(first).event).ok();
-    // Safety: as above.
-    ctx.pool.slot(first).record.with_mut(|r| unsafe {
-        (*r).list_kind = ListKind::Read;
-        (*r).zones = zones;
-        (*r).list_placed = placed;
-    });
     Ok(true)
 }
 
-/// Replays the records of a read list (its `slots`, their `times` since its first event)
-/// into zones in begin order, taking every record out of its slot (the head keeps its list
-/// fields). Zones without an end can only come from a backend that reported success for an
-/// event it did not record: they are dropped and counted.
-fn build_zones<B: Backend>(ctx: &Inner<B>, slots: &[u32], times: &[i64]) -> Vec<Zone> {
+/// Replays the records of a read list (`events`, their `times` since its first event) into
+/// zones in begin order, emptying `events`. Zones without an end can only come from a
+/// backend that reported success for an event it did not record: they are dropped and
+/// counted.
+fn build_zones<B: Backend>(ctx: &Inner<B>, events: &mut Vec<EventRecord>, times: &[i64]) -> Vec<Zone> {
     // A list of n events has at most n zones (every zone begins at an event of its own).
-    let mut zones: Vec<Zone> = Vec::with_capacity(slots.len());
+    let mut zones: Vec<Zone> = Vec::with_capacity(events.len());
     let mut open: Vec<usize> = Vec::new();
-    for (i, (&index, &t)) in slots.iter().zip(times).enumerate() {
-        // Safety: the reader owns the list (taken from a queue).
-        let slot = ctx.pool.slot(index);
-        let (lane, ends, begins, launched) = slot.record.with_mut(|r| unsafe {
-            let r = &mut *r;
-            let taken = (r.lane, r.ends, r.begins.take().filter(|_| !r.begin_dropped), r.launched);
-            if i > 0 {
-                *r = EventRecord::default();
-            }
-            taken
-        });
-        if ends {
+    for (record, &t) in events.drain(..).zip(times) {
+        if record.ends {
             if let Some(z) = open.pop() {
                 zones[z].gpu_end_ns = t;
             }
         }
-        if let Some(location) = begins {
-            // Safety: as above; the launch was written with the record, before submission.
-            let launch = launched.then(|| slot.launch.with(|l| unsafe { *l }));
+        if let Some(location) = record.begins.filter(|_| !record.begin_dropped) {
+            // Safety: the reader owns the list (taken from a queue), so the slot; the launch
+            // was written with the event, before submission.
+            let launch = record.launched.then(|| ctx.pool.slot(record.slot).launch.with(|l| unsafe { *l }));
             open.push(zones.len());
             zones.push(Zone {
                 location,
-                lane,
+                lane: record.lane,
                 depth: (open.len() - 1) as u32,
                 gpu_begin_ns: t,
                 gpu_end_ns: i64::MIN,

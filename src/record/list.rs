@@ -2,12 +2,15 @@
 //!
 //! A list owns its slots outright (state Owned) and needs no synchronization to record: the
 //! only shared operation is refilling its small reservation of slots from the freelist, one
-//! CAS per batch. Its events are chained through the slots' links in recording order:
+//! CAS per batch. Its events are chained through the slots' links in recording order (the
+//! chain goes back to the pool whole), and their records kept in the list's own buffer, in
+//! the same order, each naming its slot (`shared/record.rs`):
 //!
 //! ```text
-//!  used:   first ─link─> ... ─link─> last       (recorded events, in order)
-//!  spare:  first ─link─> ... ─link─> last       (reserved, not used yet)
-//!  stack:  [slot of outermost open zone, ..., slot of innermost open zone]
+//!  used:    first ─link─> ... ─link─> last       (recorded events, in order)
+//!  spare:   first ─link─> ... ─link─> last       (reserved, not used yet)
+//!  records: [record of event 0, ..., record of event used.len - 1]
+//!  stack:   [event of outermost open zone, ..., event of innermost open zone]
 //! ```
 //!
 //! Each event's record says whether it ends the innermost open zone, begins a new one, or
@@ -36,7 +39,8 @@ const DROPPED: u32 = NIL;
 /// A stack entry for a zone skipped by verbosity: it records nothing, and is not an error.
 const SKIPPED: u32 = NIL - 1;
 
-// No slot index can be mistaken for a marker.
+// No event's position in its list (below the pool's slot count) can be mistaken for a
+// marker.
 const _: () = assert!(MAX_SLOTS < SKIPPED && SKIPPED < DROPPED);
 
 /// The backend calls that record an event, as a caught panic names them.
@@ -84,7 +88,10 @@ pub struct EventList<B: Backend> {
     id: u64,
     used: Run,
     spare: Run,
-    /// Open zones, outermost first: a begin slot, DROPPED or SKIPPED.
+    /// The records of the `used` events, in order: moved to the collector at submit.
+    records: Vec<EventRecord>,
+    /// Open zones, outermost first: the begin event's position in `records`, DROPPED or
+    /// SKIPPED.
     stack: [u32; MAX_DEPTH],
     depth: usize,
     /// Zones opened beyond `MAX_DEPTH` (all dropped), closed before anything on the stack.
@@ -118,6 +125,7 @@ impl<B: Backend> EventList<B> {
             id,
             used: Run::EMPTY,
             spare: Run::EMPTY,
+            records: Vec::new(),
             stack: [NIL; MAX_DEPTH],
             depth: 0,
             overflow: 0,
@@ -279,16 +287,16 @@ impl<B: Backend> EventList<B> {
         if ended.is_some() || begin_location.is_some() {
             let begins = begin_location.is_some();
             match self.record_event(lane, ended.is_some(), begin_location, launches, call, record) {
-                Ok((slot, out)) => {
+                Ok((event, out)) => {
                     output = Some(out);
                     if begins {
-                        opened = Some(slot);
+                        opened = Some(event);
                         self.reserved += 1;
                     }
                 }
                 Err(e) => {
-                    if let Some(begin_slot) = ended {
-                        self.mark_begin_dropped(begin_slot);
+                    if let Some(begin) = ended {
+                        self.records[begin as usize].begin_dropped = true;
                         self.ctx.count_dropped(1);
                     }
                     if begins {
@@ -320,8 +328,9 @@ impl<B: Backend> EventList<B> {
         self.reserve(self.reserved + 2)
     }
 
-    /// Takes a slot, records its event, writes its record and appends it to the list. The
-    /// list's first event also takes the list's place on its lane, in the same step.
+    /// Takes a slot, records its event, appends it and its record to the list, and returns
+    /// the event's position in the list. The list's first event also takes the list's place
+    /// on its lane, in the same step.
     fn record_event<R>(
         &mut self,
         lane: Lane,
@@ -365,14 +374,15 @@ impl<B: Backend> EventList<B> {
         };
         let launched = launch.is_some();
         if let Some(launch) = launch {
-            // Safety: the slot is Owned by this list, as for its record below.
+            // Safety: the slot is Owned by this list (taken from its reservation): no other
+            // thread reads or writes its launch until the list is submitted or dropped.
             slot.launch.with_mut(|l| unsafe { *l = launch });
         }
-        // Safety: the slot is Owned by this list (taken from its reservation), so no other
-        // thread reads or writes its record until the list is submitted or dropped.
-        slot.record.with_mut(|r| unsafe {
-            *r = EventRecord { lane, ends, begins, launched, ..EventRecord::default() };
-        });
+        if self.used.len == 0 {
+            self.records = self.ctx.record_buffers.take();
+        }
+        self.records.push(EventRecord { slot: index, lane, ends, begin_dropped: false, launched, begins });
+        let position = self.used.len;
         if self.used.len == 0 {
             self.used.first = index;
         } else {
@@ -381,7 +391,7 @@ impl<B: Backend> EventList<B> {
         }
         self.used.last = index;
         self.used.len += 1;
-        Ok((index, out))
+        Ok((position, out))
     }
 
     /// Refills the reservation until it holds `n` slots (one batch or more at a time).
@@ -426,27 +436,15 @@ impl<B: Backend> EventList<B> {
         self.spare.len += 1;
     }
 
-    fn mark_begin_dropped(&mut self, index: u32) {
-        // Safety: the slot is Owned by this list (it is on the list's open-zone stack).
-        self.ctx.pool.slot(index).record.with_mut(|r| unsafe { (*r).begin_dropped = true });
-    }
-
     /// Hands the recorded events to the context's submission queue and the unused
     /// reservation back to the pool. The caller has checked context and open zones.
     pub(crate) fn submit(mut self) {
         if B::PLACEMENT == Placement::Submit && self.used.len > 0 {
             // The place is taken now, in submission order, under the lane's lock and held
             // until the queue has the list, as a first record's is.
-            // Safety: the slot is Owned by this list until the push in `enqueue`.
-            let (lane, begins) = self
-                .ctx
-                .pool
-                .slot(self.used.first)
-                .record
-                .with(|r| unsafe { ((*r).lane, (*r).begins.clone()) });
-            let (ctx, list_id) = (&self.ctx, self.id);
-            let holder = || holder(list_id, lane, begins.as_ref(), ctx.backend.host_now_ns());
-            let taken = ctx.lanes.record_first(lane, || Ok::<_, std::convert::Infallible>(()), holder);
+            let (ctx, list_id, first) = (&self.ctx, self.id, &self.records[0]);
+            let holder = || holder(list_id, first.lane, first.begins.as_ref(), ctx.backend.host_now_ns());
+            let taken = ctx.lanes.record_first(first.lane, || Ok::<_, std::convert::Infallible>(()), holder);
             self.home = taken.ok().map(|(home, ())| home);
         }
         let spare = std::mem::replace(&mut self.spare, Run::EMPTY);
@@ -454,7 +452,8 @@ impl<B: Backend> EventList<B> {
         if let Some(spare) = spare.chain() {
             self.ctx.pool.release_owned(spare);
         }
-        self.ctx.enqueue(used.chain(), self.id, self.home.take());
+        let records = std::mem::take(&mut self.records);
+        self.ctx.enqueue(used.chain(), records, self.id, self.home.take());
     }
 
     pub(crate) fn context(&self) -> &Arc<Inner<B>> {
@@ -478,14 +477,10 @@ impl<B: Backend> Drop for EventList<B> {
         for token in self.nvtx[..self.depth].iter().rev() {
             crate::nvtx::pop(*token);
         }
+        // The records are in the list's buffer (the slots' records were never written):
+        // emptied for a later list.
+        self.ctx.record_buffers.give_back(std::mem::take(&mut self.records));
         let pool = &self.ctx.pool;
-        let mut index = self.used.first;
-        for _ in 0..self.used.len {
-            let slot = pool.slot(index);
-            // Safety: the slot is Owned by this list, which is being dropped unsubmitted.
-            slot.record.with_mut(|r| unsafe { *r = EventRecord::default() });
-            index = slot.link.load(Ordering::Relaxed);
-        }
         let chain = match (self.used.chain(), self.spare.chain()) {
             (Some(used), Some(spare)) => {
                 pool.slot(used.last).link.store(spare.first, Ordering::Relaxed);

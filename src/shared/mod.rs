@@ -19,7 +19,7 @@ use crate::slots::tally::Tally;
 use crate::sync::{lock, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
 use config::Config;
 use lanes::{LaneSeq, LaneTable};
-use record::{EventRecord, ListKind};
+use record::{EventRecord, ListKind, ListRecord, RecordBuffers};
 
 /// Counters of the context (the pool keeps the slot counts). Those bumped on the recording
 /// path are sharded per thread (`recorded`); the rest change on failures or in the collector.
@@ -48,7 +48,9 @@ pub(crate) const LISTS_DISCARDED: usize = 2;
 pub(crate) struct Inner<B: Backend> {
     pub(crate) backend: B,
     pub(crate) config: Config,
-    pub(crate) pool: Pool<B::Event, EventRecord>,
+    pub(crate) pool: Pool<B::Event, ListRecord>,
+    /// Where lists get the buffers their events' records are kept in.
+    pub(crate) record_buffers: RecordBuffers,
     pub(crate) queue: SubmissionQueue,
     /// Lists a collector found incomplete, and lists whose times were read (collect/read.rs).
     pub(crate) retry: SubmissionQueue,
@@ -129,7 +131,7 @@ impl<B: Backend> Inner<B> {
     pub(crate) fn new(
         backend: B,
         config: Config,
-        pool: Pool<B::Event, EventRecord>,
+        pool: Pool<B::Event, ListRecord>,
         info: ContextInfo,
     ) -> Self {
         let mut switches = config.verbosity as u8;
@@ -144,6 +146,7 @@ impl<B: Backend> Inner<B> {
             backend,
             config,
             pool,
+            record_buffers: RecordBuffers::new(),
             queue: SubmissionQueue::new(),
             retry: SubmissionQueue::new(),
             read: SubmissionQueue::new(),
@@ -192,21 +195,38 @@ impl<B: Backend> Inner<B> {
         self.lanes.release(place);
     }
 
-    /// Owned -> Submitted: puts a list's events on the submission queue.
-    pub(crate) fn enqueue(&self, used: Option<Chain>, list_id: u64, home: Option<LaneSeq>) {
+    /// Owned -> Submitted: puts a list's events on the submission queue, their records
+    /// (`events`, in recording order) moved into its first slot's record.
+    pub(crate) fn enqueue(
+        &self,
+        used: Option<Chain>,
+        events: Vec<EventRecord>,
+        list_id: u64,
+        home: Option<LaneSeq>,
+    ) {
         self.counters.recorded.add(LISTS_SUBMITTED, 1);
-        let (Some(used), Some(home)) = (used, home) else {
+        let (Some(used), Some(home), Some(first)) = (used, home, events.first()) else {
             self.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
             return;
         };
+        debug_assert_eq!((first.slot, events.len()), (used.first, used.len as usize));
+        let lane = first.lane;
+        self.record_buffers.note_len(used.len);
         // Safety: the list's slots are still Owned by the submitting thread until the push
         // below publishes them to the collector.
         self.pool.slot(used.first).record.with_mut(|r| unsafe {
-            (*r).list_last = used.last;
-            (*r).list_len = used.len;
-            (*r).list_id = list_id;
-            (*r).list_seq = home;
-            (*r).list_kind = ListKind::Submitted;
+            *r = ListRecord {
+                events,
+                lane,
+                list_last: used.last,
+                list_len: used.len,
+                list_id,
+                list_seq: home,
+                list_kind: ListKind::Submitted,
+                list_probed: false,
+                zones: Vec::new(),
+                list_placed: None,
+            };
         });
         self.pool.mark_submitted(used.len);
         self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));

@@ -1,30 +1,55 @@
-//! What a list writes at each recorded event and the collector reads back: the record each
-//! pool slot carries (the pool stores it, never reads it).
+//! What a list writes at each recorded event and the collector reads back.
+//!
+//! A list keeps its events' records in one buffer of its own, in recording order, each with
+//! its event's slot index ([`EventRecord`]). At submit the buffer moves, with the list's
+//! fields, into the record of the list's first slot ([`ListRecord`]: the pool stores it,
+//! never reads it). The collector reads the buffer front to back and never follows the
+//! slots' links, nor touches a slot other than the head and the events it reads:
+//!
+//! ```text
+//!  head slot's ListRecord { events: [ {slot 7, begins A}, {slot 3, ends, begins B}, ... ],
+//!                           lane, list_last, list_len, list_id, list_seq, list_kind, zones }
+//!  every other slot's ListRecord: empty (no buffer)
+//! ```
 
 use super::lanes::LaneSeq;
 use crate::backend::Lane;
 use crate::location::Location;
 use crate::sink::Zone;
 use crate::slots::freelist::NIL;
+use crate::sync::{try_lock, AtomicU32, Mutex, Ordering};
 
 /// What happened at one recorded event, written by the owning list, read by the collector.
 #[derive(Debug)]
 pub(crate) struct EventRecord {
+    /// The slot whose event was recorded.
+    pub(crate) slot: u32,
     /// Where the event was recorded.
     pub(crate) lane: Lane,
     /// This event ends the innermost open zone of its list.
     pub(crate) ends: bool,
-    /// This event begins a zone at this location.
-    pub(crate) begins: Option<Location>,
     /// The zone begun here was never ended (its end could not be recorded): skip it.
     pub(crate) begin_dropped: bool,
     /// The slot's `launch` holds where and when the host recorded this begin (only while the
     /// context records launches).
     pub(crate) launched: bool,
-    /// On a submitted list's first slot only: the list's last slot, length, id, its place in
-    /// its home lane's order, and what the collector found.
+    /// This event begins a zone at this location.
+    pub(crate) begins: Option<Location>,
+}
+
+/// What a slot's record holds: on a submitted list's first slot, the list (its events'
+/// records and fields, and what the collector found); on every other slot, nothing.
+#[derive(Debug)]
+pub(crate) struct ListRecord {
+    /// The records of the list's events, in recording order (cleared by the reader once its
+    /// zones are built).
+    pub(crate) events: Vec<EventRecord>,
+    /// The list's home lane (its first event's).
+    pub(crate) lane: Lane,
+    /// The list's last slot and length (its slots stay linked, first to last, for release).
     pub(crate) list_last: u32,
     pub(crate) list_len: u32,
+    /// The list's id, its place in its home lane's order, and what the collector found.
     pub(crate) list_id: u64,
     pub(crate) list_seq: LaneSeq,
     pub(crate) list_kind: ListKind,
@@ -43,21 +68,18 @@ pub(crate) struct EventRecord {
 pub(crate) enum ListKind {
     /// Submitted; its times are not read yet.
     Submitted,
-    /// Its times are read and its zones built (`zones` on the head, times since its first
-    /// event; the other records are cleared).
+    /// Its times are read and its zones built (`zones`, times since its first event; its
+    /// `events` are cleared).
     Read,
     /// Its times could not be read: its zones are dropped.
     Failed,
 }
 
-impl Default for EventRecord {
+impl Default for ListRecord {
     fn default() -> Self {
         Self {
+            events: Vec::new(),
             lane: Lane::Stream(0),
-            ends: false,
-            begins: None,
-            begin_dropped: false,
-            launched: false,
             list_last: NIL,
             list_len: 0,
             list_id: 0,
@@ -67,5 +89,112 @@ impl Default for EventRecord {
             zones: Vec::new(),
             list_placed: None,
         }
+    }
+}
+
+/// The most records a new buffer is made for, however long the lists seen (a larger list
+/// grows its own buffer), and the largest buffer kept for reuse.
+const MAX_BUFFER: u32 = 1024;
+
+/// The most emptied buffers kept for reuse: as many lists as one collect usually takes.
+const SPARE_BUFFERS: usize = 256;
+
+/// Where lists get their record buffers: emptied ones given back by the collector (and by
+/// lists dropped unsubmitted), else new ones made for the longest list seen so far (up to
+/// [`MAX_BUFFER`]), so that a list neither allocates per list nor grows its buffer event by
+/// event. Both sides only `try_lock` the spares: nobody waits, a recorder that finds them
+/// busy makes a new buffer, a giver that finds them busy (or full) frees its buffer.
+#[derive(Debug)]
+pub(crate) struct RecordBuffers {
+    /// Emptied buffers, each of at most `MAX_BUFFER` records.
+    spare: Mutex<Vec<Vec<EventRecord>>>,
+    /// Records a new buffer is made for.
+    capacity: AtomicU32,
+}
+
+impl RecordBuffers {
+    pub(crate) fn new() -> Self {
+        Self { spare: Mutex::new(Vec::new()), capacity: AtomicU32::new(16) }
+    }
+
+    /// An empty buffer for a list's records.
+    pub(crate) fn take(&self) -> Vec<EventRecord> {
+        if let Some(buffer) = try_lock(&self.spare).and_then(|mut spare| spare.pop()) {
+            return buffer;
+        }
+        // Relaxed: a size hint; any value is correct.
+        Vec::with_capacity(self.capacity.load(Ordering::Relaxed) as usize)
+    }
+
+    /// A list of `len` events was submitted: later new buffers are made for it. Written only
+    /// when larger, so that recording threads share the line read-only once lists settle.
+    pub(crate) fn note_len(&self, len: u32) {
+        let len = len.min(MAX_BUFFER);
+        // Relaxed: a size hint.
+        if len > self.capacity.load(Ordering::Relaxed) {
+            self.capacity.fetch_max(len, Ordering::Relaxed);
+        }
+    }
+
+    /// Keeps a list's buffer, emptied, for a later list.
+    pub(crate) fn give_back(&self, mut buffer: Vec<EventRecord>) {
+        buffer.clear();
+        if buffer.capacity() == 0 || buffer.capacity() > MAX_BUFFER as usize {
+            return;
+        }
+        if let Some(mut spare) = try_lock(&self.spare) {
+            if spare.len() < SPARE_BUFFERS {
+                spare.push(buffer);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(slot: u32) -> EventRecord {
+        EventRecord {
+            slot,
+            lane: Lane::Stream(0),
+            ends: false,
+            begin_dropped: false,
+            launched: false,
+            begins: None,
+        }
+    }
+
+    #[test]
+    fn a_buffer_given_back_is_taken_again_empty_with_its_capacity() {
+        let buffers = RecordBuffers::new();
+        let mut buffer = buffers.take();
+        buffer.extend((0..40).map(record));
+        let capacity = buffer.capacity();
+        buffers.give_back(buffer);
+        let again = buffers.take();
+        assert_eq!((again.len(), again.capacity()), (0, capacity));
+    }
+
+    #[test]
+    fn new_buffers_are_made_for_the_longest_list_seen_up_to_the_cap() {
+        let buffers = RecordBuffers::new();
+        buffers.note_len(66);
+        buffers.note_len(20);
+        assert!(buffers.take().capacity() >= 66);
+        buffers.note_len(u32::MAX);
+        assert_eq!(buffers.take().capacity(), MAX_BUFFER as usize);
+    }
+
+    #[test]
+    fn buffers_over_the_cap_and_beyond_the_spares_are_freed() {
+        let buffers = RecordBuffers::new();
+        buffers.give_back(Vec::with_capacity(MAX_BUFFER as usize + 1));
+        for _ in 0..SPARE_BUFFERS + 1 {
+            buffers.give_back(Vec::with_capacity(8));
+        }
+        let spare = try_lock(&buffers.spare).expect("not held");
+        assert_eq!(spare.len(), SPARE_BUFFERS);
+        assert!(spare.iter().all(|b| b.capacity() <= MAX_BUFFER as usize));
     }
 }

@@ -42,8 +42,9 @@ pub(crate) struct Slot<E, R> {
     /// pool never reads it: what a record holds is the layer above's business (`R`).
     pub(crate) record: UnsafeCell<R>,
     /// Where and when the host recorded the zone begun at this event, written by the slot's
-    /// owner with the record, only while its context records launches (`launch.rs`): kept
-    /// apart from the record so that a record written with launches off is no longer.
+    /// owner when it records the event, only while its context records launches
+    /// (`launch.rs`): kept apart from the event's record so that a record written with
+    /// launches off is no longer.
     pub(crate) launch: UnsafeCell<Launch>,
 }
 
