@@ -371,6 +371,7 @@ impl<B: Backend> Emitter<B> {
         }
         report.zones += zones.len();
         ctx.counters.zones_emitted.fetch_add(zones.len(), Ordering::Relaxed);
+        ctx.zone_buffers.give_back(zones);
         (chain, failure)
     }
 

@@ -378,7 +378,8 @@ fn read_times<B: Backend>(
 /// counted.
 fn build_zones<B: Backend>(ctx: &Inner<B>, events: &mut Vec<EventRecord>, times: &[i64]) -> Vec<Zone> {
     // A list of n events has at most n zones (every zone begins at an event of its own).
-    let mut zones: Vec<Zone> = Vec::with_capacity(events.len());
+    let mut zones: Vec<Zone> = ctx.zone_buffers.take();
+    zones.reserve(events.len());
     let mut open: Vec<usize> = Vec::new();
     for (record, &t) in events.drain(..).zip(times) {
         if record.ends {

@@ -19,7 +19,7 @@ use crate::slots::tally::Tally;
 use crate::sync::{lock, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
 use config::Config;
 use lanes::{LaneSeq, LaneTable};
-use record::{EventRecord, ListKind, ListRecord, RecordBuffers};
+use record::{EventRecord, ListKind, ListRecord, RecordBuffers, ZoneBuffers};
 
 /// Counters of the context (the pool keeps the slot counts). Those bumped on the recording
 /// path are sharded per thread (`recorded`); the rest change on failures or in the collector.
@@ -51,6 +51,8 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) pool: Pool<B::Event, ListRecord>,
     /// Where lists get the buffers their events' records are kept in.
     pub(crate) record_buffers: RecordBuffers,
+    /// Where readers get the buffers they build zones in; the emitter gives them back.
+    pub(crate) zone_buffers: ZoneBuffers,
     pub(crate) queue: SubmissionQueue,
     /// Lists a collector found incomplete, and lists whose times were read (collect/read.rs).
     pub(crate) retry: SubmissionQueue,
@@ -147,6 +149,7 @@ impl<B: Backend> Inner<B> {
             config,
             pool,
             record_buffers: RecordBuffers::new(),
+            zone_buffers: ZoneBuffers::new(),
             queue: SubmissionQueue::new(),
             retry: SubmissionQueue::new(),
             read: SubmissionQueue::new(),

@@ -92,33 +92,41 @@ impl Default for ListRecord {
     }
 }
 
-/// The most records a new buffer is made for, however long the lists seen (a larger list
-/// grows its own buffer), and the largest buffer kept for reuse.
+/// The most records (or zones) a new buffer is made for, however long the lists seen (a
+/// larger list grows its own buffer), and the largest buffer kept for reuse.
 const MAX_BUFFER: u32 = 1024;
 
 /// The most emptied buffers kept for reuse: as many lists as one collect usually takes.
 const SPARE_BUFFERS: usize = 256;
 
-/// Where lists get their record buffers: emptied ones given back by the collector (and by
-/// lists dropped unsubmitted), else new ones made for the longest list seen so far (up to
-/// [`MAX_BUFFER`]), so that a list neither allocates per list nor grows its buffer event by
-/// event. Both sides only `try_lock` the spares: nobody waits, a recorder that finds them
-/// busy makes a new buffer, a giver that finds them busy (or full) frees its buffer.
+/// Where lists get their record buffers ([`RecordBuffers`]), and readers the buffers they
+/// build a list's zones in ([`ZoneBuffers`]): emptied ones given back (by the collector, and
+/// by lists dropped unsubmitted), else new ones made for the longest list seen so far (up to
+/// [`MAX_BUFFER`]), so that a list neither allocates per list nor grows its buffer item by
+/// item. The last given back is taken first, while it is still in cache. Both sides only
+/// `try_lock` the spares: nobody waits, a taker that finds them busy makes a new buffer, a
+/// giver that finds them busy (or full) frees its buffer.
 #[derive(Debug)]
-pub(crate) struct RecordBuffers {
-    /// Emptied buffers, each of at most `MAX_BUFFER` records.
-    spare: Mutex<Vec<Vec<EventRecord>>>,
-    /// Records a new buffer is made for.
+pub(crate) struct Buffers<T> {
+    /// Emptied buffers, each of at most `MAX_BUFFER` items.
+    spare: Mutex<Vec<Vec<T>>>,
+    /// Items a new buffer is made for.
     capacity: AtomicU32,
 }
 
-impl RecordBuffers {
+/// Buffers of a list's event records.
+pub(crate) type RecordBuffers = Buffers<EventRecord>;
+
+/// Buffers a read list's zones are built in (given back once the sinks have had them).
+pub(crate) type ZoneBuffers = Buffers<Zone>;
+
+impl<T> Buffers<T> {
     pub(crate) fn new() -> Self {
         Self { spare: Mutex::new(Vec::new()), capacity: AtomicU32::new(16) }
     }
 
-    /// An empty buffer for a list's records.
-    pub(crate) fn take(&self) -> Vec<EventRecord> {
+    /// An empty buffer.
+    pub(crate) fn take(&self) -> Vec<T> {
         if let Some(buffer) = try_lock(&self.spare).and_then(|mut spare| spare.pop()) {
             return buffer;
         }
@@ -136,8 +144,8 @@ impl RecordBuffers {
         }
     }
 
-    /// Keeps a list's buffer, emptied, for a later list.
-    pub(crate) fn give_back(&self, mut buffer: Vec<EventRecord>) {
+    /// Keeps a buffer, emptied, for a later list.
+    pub(crate) fn give_back(&self, mut buffer: Vec<T>) {
         buffer.clear();
         if buffer.capacity() == 0 || buffer.capacity() > MAX_BUFFER as usize {
             return;
