@@ -45,8 +45,9 @@ struct Args {
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     zones: u32,
     /// Collector threads, each collecting every GPU's context in turn: several share the
-    /// reading of times (one emits at a time).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// reading of times (one emits at a time). 0: none, the recording threads collect
+    /// (needs `--recorders-collect true`, the default).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=64))]
     collectors: u32,
     /// Whether each recording thread also calls `collect` after each submit, as a runtime
     /// whose threads record on one driver should: a backlog is then read by every thread at
@@ -257,6 +258,12 @@ fn dispatch_location(kernel: usize) -> &'static SourceLocation {
 
 fn main() {
     let args = Args::parse();
+    if args.collectors == 0 && !args.recorders_collect {
+        eprintln!(
+            "error: --collectors 0 with --recorders-collect false: nothing would collect while recording"
+        );
+        std::process::exit(2);
+    }
     let devices = args.devices as usize;
     let result = match args.backend {
         BackendKind::Sim => run((0..devices).map(|_| SimBackend::realtime()).collect(), &args),
