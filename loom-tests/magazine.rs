@@ -1,7 +1,8 @@
 #![cfg(gpu_event_pool_loom)]
 //! Loom models of the per-thread magazines (`magazine::Magazines`): a magazine filling and
 //! spilling onto the depot while another thread releases to the depot and finds the pool
-//! empty, on the bare magazines and through a whole context.
+//! empty, on the bare magazines and through a whole context, and a magazine record passing
+//! from a thread that exits to the next.
 //!
 //! Under loom a magazine holds at most 2 slots (`sync::consts::MAGAZINE_SLOTS`) and refills
 //! one slot at a time, so that 3 or 4 slots are enough to fill one, spill it and run out.
@@ -142,6 +143,75 @@ fn magazine_fills_and_spills_while_a_depositor_runs_the_pool_dry() {
     });
     assert!(RAN_DRY.load(Ordering::Relaxed), "no interleaving ran the pool dry");
     assert!(FILLED_ALL.load(Ordering::Relaxed), "no interleaving filled and spilled a magazine");
+}
+
+/// A magazine record passes from a thread that exits to the next thread that claims one.
+/// The leaver takes a slot and gives it back (its magazine then holds it) and exits: its
+/// destructor returns that chain to the pool and frees the record. Meanwhile the joiner takes
+/// the three slots one at a time (from the depot, and from the returned chain once the depot
+/// runs dry) and gives them back. Whichever thread claims second may get the other's record
+/// (reused in some interleavings, asserted; a fresh one in others, asserted) and starts from
+/// an empty chain with the counts its predecessor left. Every slot goes to one holder at a
+/// time (loom checks the payloads), and once both threads' destructors have run the counts
+/// are exact and all three slots walk as free and can be taken again.
+#[test]
+fn a_magazine_record_passes_from_an_exiting_thread_to_the_next_with_its_slots_returned() {
+    static REUSED: AtomicBool = AtomicBool::new(false);
+    static FRESH: AtomicBool = AtomicBool::new(false);
+    common::model(|| {
+        let shared = Arc::new((Magazines::new(2), Slots::new()));
+        for index in [2, 1, 0] {
+            shared.0.deposit(&shared.1, one(index));
+        }
+        let leaver = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let (magazines, slots) = &*shared;
+                if let Some(chain) = magazines.acquire(slots, 1) {
+                    slots.own(chain.first, 1);
+                    magazines.release(slots, chain);
+                }
+            })
+        };
+        let joiner = {
+            let shared = shared.clone();
+            thread::spawn(move || {
+                let (magazines, slots) = &*shared;
+                let held: Vec<Chain> = (0..3).filter_map(|_| magazines.acquire(slots, 1)).collect();
+                let mut seen: Vec<u32> = held.iter().map(|chain| chain.first).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                assert_eq!(seen.len(), held.len(), "a slot handed out twice: {held:?}");
+                for chain in held {
+                    assert_eq!(chain.len, 1);
+                    slots.own(chain.first, 2);
+                    magazines.release(slots, chain);
+                }
+            })
+        };
+        leaver.join().unwrap();
+        joiner.join().unwrap();
+        let (magazines, slots) = &*shared;
+        // loom's join returns before the thread-local destructors that hand magazines back.
+        while magazines.counts().claimed > 0 {
+            thread::yield_now();
+        }
+        let counts = magazines.counts();
+        assert_eq!((counts.free, counts.handed_out), (3, 0), "{counts:?}");
+        assert_eq!(magazines.count_quiescent(slots, 8), 3, "every free slot walks");
+        saw(if counts.magazines == 1 { &REUSED } else { &FRESH });
+        let mut again: Vec<u32> = (0..3)
+            .map(|_| {
+                let chain = magazines.acquire(slots, 1).expect("every slot is free");
+                slots.own(chain.first, 3);
+                chain.first
+            })
+            .collect();
+        again.sort_unstable();
+        assert_eq!(again, [0, 1, 2], "a slot was lost or handed out twice");
+    });
+    assert!(REUSED.load(Ordering::Relaxed), "no interleaving handed a record to the next thread");
+    assert!(FRESH.load(Ordering::Relaxed), "no interleaving claimed two records");
 }
 
 /// A context of 4 slots reserving one at a time. The filler records a one-zone list (two

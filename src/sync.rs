@@ -21,11 +21,23 @@ pub(crate) use std::sync::atomic::{
 #[cfg(not(gpu_event_pool_loom))]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Thread-locals: loom's are per model thread and dropped when that thread ends, as std's are.
-#[cfg(gpu_event_pool_loom)]
-pub(crate) use loom::thread_local;
+/// A thread-local with a constant initializer: `std` then skips lazy initialization, and for
+/// a type without destructor reaches it with no check of its state at all (one load from the
+/// thread's block). loom's macro takes the plain expression; its thread-locals are per model
+/// thread and dropped when that thread ends, as std's are.
 #[cfg(not(gpu_event_pool_loom))]
-pub(crate) use std::thread_local;
+macro_rules! const_thread_local {
+    ($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;) => {
+        std::thread_local! { $(#[$attr])* static $name: $t = const { $init }; }
+    };
+}
+#[cfg(gpu_event_pool_loom)]
+macro_rules! const_thread_local {
+    ($(#[$attr:meta])* static $name:ident: $t:ty = $init:expr;) => {
+        loom::thread_local! { $(#[$attr])* static $name: $t = $init; }
+    };
+}
+pub(crate) use const_thread_local;
 
 pub(crate) use std::sync::atomic::Ordering;
 
