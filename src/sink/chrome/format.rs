@@ -110,6 +110,9 @@ mod tests {
     }
 
     proptest! {
+        // Miri runs each case about a thousand times slower.
+        #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 4 } else { 256 }, ..ProptestConfig::default() })]
+
         #[test]
         fn micros_are_written_as_format_wrote_them(ns in any::<i64>()) {
             prop_assert_eq!(micros(ns), micros_by_fmt(ns));
