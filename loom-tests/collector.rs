@@ -6,9 +6,11 @@
 mod backend;
 mod common;
 
-use backend::{assert_accounted, builder, context, received, record_one_zone, LoomStream, INJECTED_PANIC};
+use backend::{
+    assert_accounted, builder, context, received, record_one_zone, LoomBackend, LoomStream, INJECTED_PANIC,
+};
 use gpu_event_pool::sink::{ContextInfo, Sink, ZoneBatch};
-use gpu_event_pool::{Collected, DynamicLocation, Error, Lane};
+use gpu_event_pool::{Collected, DynamicLocation, Error, Lane, TracingContext};
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -79,6 +81,17 @@ fn second_collector_returns_busy_while_the_first_collects() {
     });
 }
 
+/// What `collect` returned on two threads calling it at once.
+fn collect_on_two_threads(ctx: &TracingContext<LoomBackend>) -> Vec<Collected> {
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let ctx = ctx.clone();
+            thread::spawn(move || ctx.collect().unwrap())
+        })
+        .collect();
+    callers.into_iter().map(|c| c.join().unwrap()).collect()
+}
+
 /// Two threads race to `collect` one submitted list: it is collected exactly once, and a
 /// caller that finds the other collecting gets `Busy` (seen in some interleaving).
 #[test]
@@ -87,13 +100,7 @@ fn racing_collectors_collect_each_list_once() {
     common::model(|| {
         let (_backend, sink, ctx) = context(2, 2, 2);
         ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "submitted")).unwrap();
-        let callers: Vec<_> = (0..2)
-            .map(|_| {
-                let ctx = ctx.clone();
-                thread::spawn(move || ctx.collect().unwrap())
-            })
-            .collect();
-        let outcomes: Vec<Collected> = callers.into_iter().map(|c| c.join().unwrap()).collect();
+        let outcomes = collect_on_two_threads(&ctx);
         let lists: usize = outcomes
             .iter()
             .map(|o| match o {
@@ -126,15 +133,9 @@ fn racing_collectors_share_a_batch_and_read_each_list_once() {
         let (_backend, sink, ctx) = context(4, 4, 2);
         ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "x")).unwrap();
         ctx.submit(record_one_zone(&ctx, &LoomStream::new(1), "y")).unwrap();
-        let callers: Vec<_> = (0..2)
-            .map(|_| {
-                let ctx = ctx.clone();
-                thread::spawn(move || ctx.collect().unwrap())
-            })
-            .collect();
-        let read: Vec<usize> = callers
+        let read: Vec<usize> = collect_on_two_threads(&ctx)
             .into_iter()
-            .map(|c| match c.join().unwrap() {
+            .map(|outcome| match outcome {
                 Collected::Done(report) => report.read_lists,
                 Collected::Busy => 0,
             })
