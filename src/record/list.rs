@@ -379,7 +379,7 @@ impl<B: Backend> EventList<B> {
             slot.launch.with_mut(|l| unsafe { *l = launch });
         }
         if self.used.len == 0 {
-            self.records = self.ctx.record_buffers.take();
+            self.records = self.ctx.record_buffers.take_for_list();
         }
         self.records.push(EventRecord { slot: index, lane, ends, begin_dropped: false, launched, begins });
         let position = self.used.len;
@@ -479,7 +479,7 @@ impl<B: Backend> Drop for EventList<B> {
         }
         // The records are in the list's buffer (the slots' records were never written):
         // emptied for a later list.
-        self.ctx.record_buffers.give_back(std::mem::take(&mut self.records));
+        self.ctx.record_buffers.give_back_on_thread(std::mem::take(&mut self.records));
         let pool = &self.ctx.pool;
         let chain = match (self.used.chain(), self.spare.chain()) {
             (Some(used), Some(spare)) => {

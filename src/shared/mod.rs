@@ -18,6 +18,7 @@ use crate::slots::submit::SubmissionQueue;
 use crate::slots::tally::Tally;
 use crate::sync::{lock, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
 use config::Config;
+use crossbeam_utils::CachePadded;
 use lanes::{LaneSeq, LaneTable};
 use record::{EventRecord, ListKind, ListRecord, RecordBuffers, ZoneBuffers};
 
@@ -45,6 +46,14 @@ pub(crate) const LISTS_DISCARDED: usize = 2;
 
 /// Everything a context's lists and collectors share. Lists hold it through an `Arc`; the
 /// handles reach it through the collector (`collect/mod.rs`).
+///
+/// Layout: what every recording step reads (`backend`, `config`, the pool's pages,
+/// `switches`) must not share a cache line with what some thread writes per list or per
+/// collect (the list-id counter, the buffer spares, the collector's counters, the queues'
+/// heads), or every such write makes every recording thread's next step miss. Those fields
+/// are `CachePadded` (the queues and the buffer spares pad their written parts themselves);
+/// the alignment this gives `Inner` also keeps the `Arc`'s reference counts, written twice
+/// per list, on lines of their own.
 pub(crate) struct Inner<B: Backend> {
     pub(crate) backend: B,
     pub(crate) config: Config,
@@ -60,16 +69,16 @@ pub(crate) struct Inner<B: Backend> {
     /// Each list's place in its home lane's order (lanes.rs), and the places given up by
     /// lists dropped unsubmitted, for the emitter to skip.
     pub(crate) lanes: LaneTable,
-    pub(crate) void_places: Mutex<Vec<LaneSeq>>,
-    pub(crate) counters: Counters,
+    pub(crate) void_places: CachePadded<Mutex<Vec<LaneSeq>>>,
+    pub(crate) counters: CachePadded<Counters>,
     pub(crate) info: ContextInfo,
     /// The run-time switches: bits 0-1 the verbosity, bit 2 set while disabled, bit 3 set
     /// while NVTX ranges are off, bit 4 set while launches are recorded, bit 5 set once the
     /// last handle is gone. Read with one relaxed load per recording call (see `switches`).
     switches: AtomicU8,
     /// Lane names given by the user, not yet delivered to the sinks (the collector does).
-    pub(crate) lane_names: Mutex<Vec<(Lane, String)>>,
-    next_list_id: AtomicU64,
+    pub(crate) lane_names: CachePadded<Mutex<Vec<(Lane, String)>>>,
+    next_list_id: CachePadded<AtomicU64>,
 }
 
 /// Bits of `Inner::switches` holding the verbosity.
@@ -154,8 +163,8 @@ impl<B: Backend> Inner<B> {
             retry: SubmissionQueue::new(),
             read: SubmissionQueue::new(),
             lanes: LaneTable::new(),
-            void_places: Mutex::new(Vec::new()),
-            counters: Counters {
+            void_places: CachePadded::new(Mutex::new(Vec::new())),
+            counters: CachePadded::new(Counters {
                 recorded: Tally::new(),
                 dropped_zones: AtomicUsize::new(0),
                 lists_collected: AtomicUsize::new(0),
@@ -167,11 +176,11 @@ impl<B: Backend> Inner<B> {
                 lanes_released: AtomicUsize::new(0),
                 lists_late: AtomicUsize::new(0),
                 emitter_ns: AtomicU64::new(0),
-            },
+            }),
             info,
             switches: AtomicU8::new(switches),
-            lane_names: Mutex::new(Vec::new()),
-            next_list_id: AtomicU64::new(1),
+            lane_names: CachePadded::new(Mutex::new(Vec::new())),
+            next_list_id: CachePadded::new(AtomicU64::new(1)),
         }
     }
 

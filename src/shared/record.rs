@@ -17,7 +17,9 @@ use crate::backend::Lane;
 use crate::location::Location;
 use crate::sink::Zone;
 use crate::slots::freelist::NIL;
-use crate::sync::{try_lock, AtomicU32, Mutex, Ordering};
+use crate::sync::{const_thread_local, try_lock, AtomicU32, Mutex, Ordering};
+use crossbeam_utils::CachePadded;
+use std::cell::RefCell;
 
 /// What happened at one recorded event, written by the owning list, read by the collector.
 #[derive(Debug)]
@@ -108,8 +110,9 @@ const SPARE_BUFFERS: usize = 256;
 /// giver that finds them busy (or full) frees its buffer.
 #[derive(Debug)]
 pub(crate) struct Buffers<T> {
-    /// Emptied buffers, each of at most `MAX_BUFFER` items.
-    spare: Mutex<Vec<Vec<T>>>,
+    /// Emptied buffers, each of at most `MAX_BUFFER` items. On a line of its own: every
+    /// give-back writes it, and `capacity` is read on the recording path.
+    spare: CachePadded<Mutex<Vec<Vec<T>>>>,
     /// Items a new buffer is made for.
     capacity: AtomicU32,
 }
@@ -122,7 +125,7 @@ pub(crate) type ZoneBuffers = Buffers<Zone>;
 
 impl<T> Buffers<T> {
     pub(crate) fn new() -> Self {
-        Self { spare: Mutex::new(Vec::new()), capacity: AtomicU32::new(16) }
+        Self { spare: CachePadded::new(Mutex::new(Vec::new())), capacity: AtomicU32::new(16) }
     }
 
     /// An empty buffer.
@@ -154,6 +157,59 @@ impl<T> Buffers<T> {
             if spare.len() < SPARE_BUFFERS {
                 spare.push(buffer);
             }
+        }
+    }
+}
+
+/// The most emptied record buffers a thread keeps for its next lists ([`STASHED`]).
+const STASH: usize = 4;
+
+const_thread_local! {
+    /// Emptied record buffers this thread keeps for its next lists, whatever their context
+    /// (an emptied buffer holds nothing of its context): taken from a context's spares
+    /// [`STASH`] at a time, and given back to them by lists dropped unsubmitted on this
+    /// thread. A recording thread then takes the spares' lock once per `STASH` lists rather
+    /// than once per list (on a line the collector writes at every give-back).
+    static STASHED: RefCell<Vec<Vec<EventRecord>>> = RefCell::new(Vec::new());
+}
+
+impl RecordBuffers {
+    /// An empty buffer for a list starting on this thread: from the thread's stash, which is
+    /// refilled from the spares when empty.
+    pub(crate) fn take_for_list(&self) -> Vec<EventRecord> {
+        let stashed = STASHED.try_with(|stash| {
+            let mut stash = stash.try_borrow_mut().ok()?;
+            if stash.is_empty() {
+                let mut spare = try_lock(&self.spare)?;
+                let keep = spare.len().saturating_sub(STASH);
+                stash.extend(spare.drain(keep..));
+            }
+            stash.pop()
+        });
+        // The thread is exiting (its stash is gone) or nothing is stashed: the spares'
+        // usual path (a new buffer when none is free).
+        stashed.ok().flatten().unwrap_or_else(|| self.take())
+    }
+
+    /// Keeps the buffer of a list dropped on this thread for the thread's next list (or
+    /// gives it back to the spares when the stash is full).
+    pub(crate) fn give_back_on_thread(&self, mut buffer: Vec<EventRecord>) {
+        buffer.clear();
+        if buffer.capacity() == 0 || buffer.capacity() > MAX_BUFFER as usize {
+            return;
+        }
+        let rest = STASHED.try_with(|stash| match stash.try_borrow_mut() {
+            Ok(mut stash) if stash.len() < STASH => {
+                stash.push(buffer);
+                None
+            }
+            _ => Some(buffer),
+        });
+        match rest {
+            Ok(None) => {}
+            Ok(Some(buffer)) => self.give_back(buffer),
+            // The thread is exiting: the buffer is freed.
+            Err(_) => {}
         }
     }
 }
@@ -204,5 +260,43 @@ mod tests {
         let spare = try_lock(&buffers.spare).expect("not held");
         assert_eq!(spare.len(), SPARE_BUFFERS);
         assert!(spare.iter().all(|b| b.capacity() <= MAX_BUFFER as usize));
+    }
+
+    #[test]
+    fn a_list_dropped_on_a_thread_leaves_its_buffer_to_the_threads_next_list() {
+        // A thread of its own: its stash starts empty.
+        std::thread::spawn(|| {
+            let buffers = RecordBuffers::new();
+            let mut first = buffers.take_for_list();
+            first.push(record(1));
+            let at = first.as_ptr();
+            buffers.give_back_on_thread(first);
+            let again = buffers.take_for_list();
+            assert_eq!((again.as_ptr(), again.len()), (at, 0), "the stashed buffer, emptied");
+            assert!(try_lock(&buffers.spare).expect("not held").is_empty(), "the spares untouched");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_thread_stashes_a_few_buffers_and_takes_spares_several_at_a_time() {
+        std::thread::spawn(|| {
+            let buffers = RecordBuffers::new();
+            for _ in 0..STASH + 2 {
+                buffers.give_back_on_thread(Vec::with_capacity(8));
+            }
+            assert_eq!(try_lock(&buffers.spare).expect("not held").len(), 2, "beyond the stash");
+            for _ in 0..STASH {
+                buffers.take_for_list();
+            }
+            // The stash is empty now: the next take moves both spares, and uses one.
+            let taken = buffers.take_for_list();
+            assert_eq!(taken.capacity(), 8);
+            assert!(try_lock(&buffers.spare).expect("not held").is_empty());
+            assert_eq!(STASHED.with(|s| s.borrow().len()), 1);
+        })
+        .join()
+        .unwrap();
     }
 }
