@@ -173,7 +173,7 @@ impl<B: Backend> Emitter<B> {
         self.taken = taken;
         // Places given up by lists dropped unsubmitted: skipped when their turn comes (or
         // already passed, by the hold limit).
-        for void in std::mem::take(&mut *lock(&ctx.void_places)) {
+        for void in ctx.void_places.take_all() {
             if void.seq >= self.next_place[void.entry as usize] {
                 self.waiting.entry(void.entry).or_default().insert(void.seq, VOID);
                 touched.push(void.entry);

@@ -154,7 +154,7 @@ impl<B: Backend> Collector<B> {
             emitted = true;
             drop(emitter);
             crate::sync::fence_seq_cst();
-            if inner.read.is_empty_now() && lock(&inner.void_places).is_empty() {
+            if inner.read.is_empty_now() && inner.void_places.is_empty() {
                 break;
             }
         }

@@ -8,6 +8,7 @@
 pub(crate) mod config;
 pub(crate) mod lanes;
 pub(crate) mod record;
+pub(crate) mod voids;
 
 use crate::backend::{Backend, Lane};
 use crate::location::Verbosity;
@@ -16,11 +17,12 @@ use crate::slots::freelist::Chain;
 use crate::slots::pool::Pool;
 use crate::slots::submit::SubmissionQueue;
 use crate::slots::tally::Tally;
-use crate::sync::{lock, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
 use config::Config;
 use crossbeam_utils::CachePadded;
 use lanes::{LaneSeq, LaneTable};
 use record::{EventRecord, ListKind, ListRecord, RecordBuffers, ZoneBuffers};
+use voids::VoidPlaces;
 
 /// Counters of the context (the pool keeps the slot counts). Those bumped on the recording
 /// path are sharded per thread (`recorded`); the rest change on failures or in the collector.
@@ -69,7 +71,7 @@ pub(crate) struct Inner<B: Backend> {
     /// Each list's place in its home lane's order (lanes.rs), and the places given up by
     /// lists dropped unsubmitted, for the emitter to skip.
     pub(crate) lanes: LaneTable,
-    pub(crate) void_places: CachePadded<Mutex<Vec<LaneSeq>>>,
+    pub(crate) void_places: VoidPlaces,
     pub(crate) counters: CachePadded<Counters>,
     pub(crate) info: ContextInfo,
     /// The run-time switches: bits 0-1 the verbosity, bit 2 set while disabled, bit 3 set
@@ -163,7 +165,7 @@ impl<B: Backend> Inner<B> {
             retry: SubmissionQueue::new(),
             read: SubmissionQueue::new(),
             lanes: LaneTable::new(),
-            void_places: CachePadded::new(Mutex::new(Vec::new())),
+            void_places: VoidPlaces::new(),
             counters: CachePadded::new(Counters {
                 recorded: Tally::new(),
                 dropped_zones: AtomicUsize::new(0),
@@ -200,10 +202,10 @@ impl<B: Backend> Inner<B> {
     }
 
     /// A list dropped unsubmitted gives up its place in its lane's order (the collector skips
-    /// it), and no longer holds it. Not on the recording path: a short lock, taken once per
-    /// such list.
+    /// it), and no longer holds it: two short locks per such list, its thread's shard of the
+    /// void places and its lane's entry.
     pub(crate) fn void_place(&self, place: LaneSeq) {
-        lock(&self.void_places).push(place);
+        self.void_places.push(place);
         self.lanes.release(place);
     }
 

@@ -14,11 +14,12 @@ use crossbeam_utils::CachePadded;
 
 /// Shards per tally: a power of two. One under loom (the models are about the algorithm,
 /// not about counter placement).
-const SHARDS: usize = if cfg!(gpu_event_pool_loom) { 1 } else { 16 };
+pub(crate) const SHARDS: usize = if cfg!(gpu_event_pool_loom) { 1 } else { 16 };
 
-/// The shard of the calling thread.
+/// The shard of the calling thread (also used to shard other per-thread state, such as the
+/// void places).
 #[inline]
-fn shard() -> usize {
+pub(crate) fn shard() -> usize {
     #[cfg(gpu_event_pool_loom)]
     {
         0
