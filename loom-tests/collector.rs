@@ -549,3 +549,32 @@ fn a_flush_returns_while_every_batch_it_emits_brings_another_list() {
         producer.join().unwrap();
     });
 }
+
+/// A list dropped unsubmitted gives its place on its lane up (void places, sharded per
+/// thread): a later list of the lane, submitted already, waits on that place until the
+/// emitter learns of the void. The thread that dropped the list then flushes while another
+/// collects: when its flush returns, the later list has been emitted, in every interleaving
+/// (a void seen too late would leave it waiting until some later collect).
+#[test]
+fn a_list_dropped_unsubmitted_frees_its_lane_for_a_flush_that_follows() {
+    common::model(|| {
+        let (_backend, sink, ctx) = context(4, 4, 2);
+        let stream = LoomStream::new(0);
+        let a = record_one_zone(&ctx, &stream, "a");
+        let b = record_one_zone(&ctx, &stream, "b");
+        ctx.submit(b).unwrap();
+        let dropper = {
+            let (ctx, sink) = (ctx.clone(), sink.clone());
+            thread::spawn(move || {
+                drop(a);
+                ctx.flush().unwrap();
+                assert_eq!(names(&sink), ["b"], "the flush returned with b behind a's given-up place");
+            })
+        };
+        ctx.collect().unwrap();
+        dropper.join().unwrap();
+        assert_eq!(names(&sink), ["b"]);
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.owned, stats.submitted, stats.lists_collected), (0, 0, 1));
+    });
+}
