@@ -381,13 +381,15 @@ fn build_zones<B: Backend>(ctx: &Inner<B>, events: &mut Vec<EventRecord>, times:
     let mut zones: Vec<Zone> = ctx.zone_buffers.take();
     zones.reserve(events.len());
     let mut open: Vec<usize> = Vec::new();
-    for (record, &t) in events.drain(..).zip(times) {
+    // By reference, the location taken out (the buffer is cleared after): no copy of each
+    // record out of the buffer and back.
+    for (record, &t) in events.iter_mut().zip(times) {
         if record.ends {
             if let Some(z) = open.pop() {
                 zones[z].gpu_end_ns = t;
             }
         }
-        if let Some(location) = record.begins.filter(|_| !record.begin_dropped) {
+        if let Some(location) = record.begins.take().filter(|_| !record.begin_dropped) {
             // Safety: the reader owns the list (taken from a queue), so the slot; the launch
             // was written with the event, before submission.
             let launch = record.launched.then(|| ctx.pool.slot(record.slot).launch.with(|l| unsafe { *l }));
@@ -404,6 +406,7 @@ fn build_zones<B: Backend>(ctx: &Inner<B>, events: &mut Vec<EventRecord>, times:
             });
         }
     }
+    events.clear();
     let before = zones.len();
     zones.retain(|z| z.gpu_end_ns != i64::MIN);
     ctx.count_dropped(before - zones.len());
