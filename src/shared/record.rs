@@ -186,9 +186,12 @@ impl RecordBuffers {
             }
             stash.pop()
         });
-        // The thread is exiting (its stash is gone) or nothing is stashed: the spares'
-        // usual path (a new buffer when none is free).
-        stashed.ok().flatten().unwrap_or_else(|| self.take())
+        // Nothing stashed nor spare (or the spares busy, or the thread exiting): a new one.
+        // Relaxed: a size hint; any value is correct.
+        stashed
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| Vec::with_capacity(self.capacity.load(Ordering::Relaxed) as usize))
     }
 
     /// Keeps the buffer of a list dropped on this thread for the thread's next list (or
