@@ -14,6 +14,9 @@
 //! - `idle`: no collection overlaps recording: recorders record a round of 4 lists each,
 //!   stop at a barrier, and the main thread collects everything before the next round.
 //!
+//! Each mode is reported whole and in two parts: `first_zone` (a list's first `zone_begin`,
+//! which also takes the list's place on its lane and its record buffer) and `other_zones`.
+//!
 //! Percentiles are nearest-rank over every timed call (HdrHistogram-like: all samples kept
 //! and sorted). Criterion is not used here: it reports means, and its iteration scaling
 //! assumes the measured time is the wall time, which sleeping recorders break. The clock's
@@ -64,14 +67,16 @@ fn record_list<T: Tracer<Stream = SimStream>>(
     samples: &mut Vec<u64>,
 ) {
     let mut list = tracer.list();
-    let timed_begin = |list: &mut T::List, location, samples: &mut Vec<u64>| {
+    // Each sample is its time in ns shifted left by one, the low bit set for a list's first
+    // zone (which also takes the list's place on its lane): `split` separates them.
+    let timed_begin = |list: &mut T::List, location, first: bool, samples: &mut Vec<u64>| {
         let start = Instant::now();
         tracer.begin(list, stream, location);
-        samples.push(start.elapsed().as_nanos() as u64);
+        samples.push((start.elapsed().as_nanos() as u64) << 1 | u64::from(first));
     };
-    timed_begin(&mut list, COARSE, samples);
+    timed_begin(&mut list, COARSE, true, samples);
     for _ in 0..DISPATCHES_PER_LIST {
-        timed_begin(&mut list, DISPATCH, samples);
+        timed_begin(&mut list, DISPATCH, false, samples);
         sim.launch(stream, KERNEL_NS);
         tracer.end(&mut list, stream);
     }
@@ -81,6 +86,23 @@ fn record_list<T: Tracer<Stream = SimStream>>(
     if queued > LIST_GPU_NS {
         std::thread::sleep(Duration::from_nanos((queued - LIST_GPU_NS) as u64));
     }
+}
+
+/// Every timed `zone_begin` (ns), sorted, and apart: lists' first zones, and the others.
+struct Samples {
+    all: Vec<u64>,
+    first: Vec<u64>,
+    other: Vec<u64>,
+}
+
+fn split(tagged: Vec<u64>) -> Samples {
+    let (first, other): (Vec<u64>, Vec<u64>) = tagged.iter().partition(|&&t| t & 1 == 1);
+    let untag = |mut v: Vec<u64>| {
+        v.iter_mut().for_each(|t| *t >>= 1);
+        v.sort_unstable();
+        v
+    };
+    Samples { all: untag(tagged), first: untag(first), other: untag(other) }
 }
 
 /// Runs one scenario for `duration`; returns every timed `zone_begin`, sorted.
@@ -138,9 +160,7 @@ fn run<T: Tracer<Stream = SimStream>>(
         }
     });
     tracer.flush();
-    let mut all = all.into_inner().unwrap();
-    all.sort_unstable();
-    all
+    all.into_inner().unwrap()
 }
 
 /// The cost of timing an empty section with `Instant` (p50 of many).
@@ -185,6 +205,14 @@ fn report(results: &mut Results, implementation: &str, mode: &str, sorted: &[u64
     });
 }
 
+/// The whole population's record, then each part's line and record (`mode` suffixed
+/// `/first_zone` and `/other_zones`).
+fn report_split(results: &mut Results, implementation: &str, mode: &str, samples: &Samples, dropped: usize) {
+    report(results, implementation, mode, &samples.all, dropped);
+    report(results, implementation, &format!("{mode}/first_zone"), &samples.first, dropped);
+    report(results, implementation, &format!("{mode}/other_zones"), &samples.other, dropped);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let duration = if !common::benchmarking() {
@@ -210,14 +238,14 @@ fn main() {
                     .expect("context"),
                 collect_after_submit: false,
             };
-            let samples = run(&ours, &sim, mode, duration);
-            report(&mut results, "ours", mode.name(), &samples, ours.dropped());
+            let samples = split(run(&ours, &sim, mode, duration));
+            report_split(&mut results, "ours", mode.name(), &samples, ours.dropped());
         }
         if wanted(&format!("latency/seed_port/{}", mode.name())) {
             let sim = SimBackend::realtime();
             let seed = Seed::new(SeedContext::new(sim.clone(), SEED_QUERY_CAPACITY).expect("seed context"));
-            let samples = run(&seed, &sim, mode, duration);
-            report(&mut results, "seed_port", mode.name(), &samples, seed.dropped());
+            let samples = split(run(&seed, &sim, mode, duration));
+            report_split(&mut results, "seed_port", mode.name(), &samples, seed.dropped());
         }
     }
     if common::benchmarking() {
