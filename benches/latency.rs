@@ -14,6 +14,8 @@
 //! - `idle`: no collection overlaps recording: recorders record a round of 4 lists each,
 //!   stop at a barrier, and the main thread collects everything before the next round.
 //!
+//! `BENCH_LATENCY_BATCH` sets ours's `Builder::batch` (default 16, the crate's default).
+//!
 //! Each mode is reported whole and in two parts: `first_zone` (a list's first `zone_begin`,
 //! which also takes the list's place on its lane and its record buffer) and `other_zones`.
 //!
@@ -225,6 +227,9 @@ fn main() {
     let filters: Vec<&String> = args.iter().skip(1).filter(|a| !a.starts_with("--")).collect();
     let wanted = |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
     let mut results = Results::default();
+    // Slots a list takes from its thread's magazine per refill (16, the default, unless
+    // `BENCH_LATENCY_BATCH` says otherwise): a refill is what the p99 of `other_zones` times.
+    let batch: u32 = std::env::var("BENCH_LATENCY_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
 
     report(&mut results, "instant", "timer_overhead", &timer_overhead(), 0);
     for mode in [Mode::Idle, Mode::Collecting] {
@@ -233,7 +238,7 @@ fn main() {
             let ours = Ours {
                 ctx: TracingContext::builder(sim.clone())
                     .capacity(1024, 64 * 1024)
-                    .batch(16)
+                    .batch(batch)
                     .build()
                     .expect("context"),
                 collect_after_submit: false,
