@@ -130,11 +130,19 @@ impl<T> Buffers<T> {
 
     /// An empty buffer.
     pub(crate) fn take(&self) -> Vec<T> {
-        if let Some(buffer) = try_lock(&self.spare).and_then(|mut spare| spare.pop()) {
-            return buffer;
-        }
+        try_lock(&self.spare).and_then(|mut spare| spare.pop()).unwrap_or_else(|| self.fresh())
+    }
+
+    /// A new buffer, made for the longest list seen so far.
+    fn fresh(&self) -> Vec<T> {
         // Relaxed: a size hint; any value is correct.
         Vec::with_capacity(self.capacity.load(Ordering::Relaxed) as usize)
+    }
+
+    /// `buffer` emptied, if it is worth keeping (it has room, and not more than `MAX_BUFFER`).
+    fn emptied(mut buffer: Vec<T>) -> Option<Vec<T>> {
+        buffer.clear();
+        (buffer.capacity() != 0 && buffer.capacity() <= MAX_BUFFER as usize).then_some(buffer)
     }
 
     /// A list of `len` events was submitted: later new buffers are made for it. Written only
@@ -148,11 +156,8 @@ impl<T> Buffers<T> {
     }
 
     /// Keeps a buffer, emptied, for a later list.
-    pub(crate) fn give_back(&self, mut buffer: Vec<T>) {
-        buffer.clear();
-        if buffer.capacity() == 0 || buffer.capacity() > MAX_BUFFER as usize {
-            return;
-        }
+    pub(crate) fn give_back(&self, buffer: Vec<T>) {
+        let Some(buffer) = Self::emptied(buffer) else { return };
         if let Some(mut spare) = try_lock(&self.spare) {
             if spare.len() < SPARE_BUFFERS {
                 spare.push(buffer);
@@ -187,20 +192,13 @@ impl RecordBuffers {
             stash.pop()
         });
         // Nothing stashed nor spare (or the spares busy, or the thread exiting): a new one.
-        // Relaxed: a size hint; any value is correct.
-        stashed
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| Vec::with_capacity(self.capacity.load(Ordering::Relaxed) as usize))
+        stashed.ok().flatten().unwrap_or_else(|| self.fresh())
     }
 
     /// Keeps the buffer of a list dropped on this thread for the thread's next list (or
     /// gives it back to the spares when the stash is full).
-    pub(crate) fn give_back_on_thread(&self, mut buffer: Vec<EventRecord>) {
-        buffer.clear();
-        if buffer.capacity() == 0 || buffer.capacity() > MAX_BUFFER as usize {
-            return;
-        }
+    pub(crate) fn give_back_on_thread(&self, buffer: Vec<EventRecord>) {
+        let Some(buffer) = Self::emptied(buffer) else { return };
         let rest = STASHED.try_with(|stash| match stash.try_borrow_mut() {
             Ok(mut stash) if stash.len() < STASH => {
                 stash.push(buffer);
