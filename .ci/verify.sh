@@ -4,6 +4,8 @@
 #   loom   stable toolchain; always runs. Bounded models at LOOM_MAX_PREEMPTIONS (default 2).
 #   Miri   nightly + miri + rust-src; the hand-off test (tests/handoff.rs) also with 64 seeds.
 #   TSan   nightly + rust-src (std is rebuilt with the sanitizer).
+#   GenMC  the C11 model of the collect/flush hand-off (verify/), GenMC from
+#          ../shared/tools/genmc-build; NOT RUN without it (VERIFY_REQUIRE_GENMC=1: a failure).
 #
 # Nightly and its components are installed if missing. Where they cannot be (a machine with
 # no way to fetch a toolchain), Miri and TSan are reported as NOT RUN in a banner and in the
@@ -69,7 +71,7 @@ if nightly_with miri rust-src; then
 
     step "Miri: library and non-loom tests (compare_exchange_weak fails spuriously here)"
     # Isolation off: the Chrome sink tests write trace files to a temporary directory.
-    timed "Miri" 1800 env MIRIFLAGS="-Zmiri-disable-isolation" \
+    timed "Miri" 2700 env MIRIFLAGS="-Zmiri-disable-isolation" \
         cargo +nightly miri test --lib --tests
 
     step "Miri, many seeds: the collect/flush hand-off (tests/handoff.rs), one interleaving and one choice of stale loads per seed"
@@ -91,6 +93,36 @@ else
     SUMMARY+=("NOT RUN  Miri (no nightly toolchain with miri and rust-src)")
     SUMMARY+=("NOT RUN  ThreadSanitizer (no nightly toolchain with rust-src)")
     if [ "${VERIFY_REQUIRE_NIGHTLY:-0}" = 1 ]; then
+        print_summary
+        exit 1
+    fi
+fi
+
+step "GenMC: the C11 model of the collect/flush hand-off (verify/handoff.c), RC11 and IMM"
+# genmc-build (the repository's parent's shared/tools) prints GenMC's path, building it if
+# missing (about 5 minutes; needs root for LLVM 19). verify/run.sh runs the model for the Rust
+# code's orderings (must pass), the negative controls (must fail) and each mutation-table row
+# (its verdict in docs/verification.md); about 30 s once GenMC is built.
+# (This script has cd'd to the repository's root: its parent is "$(dirname "$0")/../..".)
+GENMC_BUILD="$(cd .. && pwd)/shared/tools/genmc-build"
+GENMC=""
+if [ -x "$GENMC_BUILD" ]; then
+    start=$SECONDS
+    if GENMC="$(timeout 1200 "$GENMC_BUILD" | tail -n 1)" && [ -x "$GENMC" ]; then
+        SUMMARY+=("passed   GenMC build/find ($((SECONDS - start)) s): $GENMC")
+    else
+        GENMC=""
+    fi
+fi
+if [ -n "$GENMC" ]; then
+    timed "GenMC hand-off model (RC11, IMM; real code, controls, mutations)" 300 \
+        bash verify/run.sh "$GENMC"
+else
+    banner "GENMC WAS NOT RUN" \
+        "No GenMC: $GENMC_BUILD is missing or failed." \
+        "Run by hand where it can: verify/run.sh \$(path/to/genmc-build)"
+    SUMMARY+=("NOT RUN  GenMC hand-off model (no genmc-build at $GENMC_BUILD, or it failed)")
+    if [ "${VERIFY_REQUIRE_GENMC:-0}" = 1 ]; then
         print_summary
         exit 1
     fi

@@ -31,7 +31,8 @@
 //! every device present; more than are present is an error).
 //!
 //! Without a CUDA device it prints `SKIPPED: no CUDA device (...)` and exits successfully.
-//! `BENCH_CUDA_LISTS` sets the lists per thread (default 300). Results also go to
+//! `BENCH_CUDA_LISTS` sets the lists per thread (default 300); `BENCH_CUDA_THREADS` (e.g.
+//! `16`) and `BENCH_CUDA_IMPLS` (e.g. `floor,ours`) run a part of the table, to profile it. Results also go to
 //! `$BENCH_RESULTS_DIR/cuda.json` (see `benches/common/results.rs`).
 
 #[path = "common/results.rs"]
@@ -526,9 +527,14 @@ fn main() {
         "impl", "mode", "threads", "host ns/zone", "e2e zones/s", "GPU wait ms", "events/zone", "flushes"
     );
     let mut single = std::collections::HashMap::new();
-    for &threads in &THREADS {
+    // `BENCH_CUDA_THREADS` and `BENCH_CUDA_IMPLS` (names as printed: floor, ours, seed_port)
+    // run a part, to profile it.
+    let only = |var: &str, name: &str| std::env::var(var).map_or(true, |v| v.split(',').any(|x| x == name));
+    for &threads in THREADS.iter().filter(|t| only("BENCH_CUDA_THREADS", &t.to_string())) {
         for implementation in
             [Implementation::Floor, Implementation::OursNext, Implementation::OursPairs, Implementation::Seed]
+                .into_iter()
+                .filter(|i| only("BENCH_CUDA_IMPLS", i.name()))
         {
             let run_once = |n: usize| match implementation {
                 Implementation::Floor => floor(&cuda, threads, n),
@@ -592,6 +598,11 @@ fn main() {
         });
     }
 
+    let part = ["BENCH_CUDA_THREADS", "BENCH_CUDA_IMPLS"].iter().any(|var| std::env::var(var).is_ok());
+    if part {
+        // A part of the table, for a profile: nothing else.
+        return;
+    }
     let (floor_ns, ours_ns, pairs_ns, seed_ns) = (
         single[&Implementation::Floor],
         single[&Implementation::OursNext],

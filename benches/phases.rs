@@ -50,7 +50,7 @@
 //! (comma-separated names to run, default all), `BENCH_PHASES_JSONL` (where the JSON lines
 //! go, default `$BENCH_RESULTS_DIR/phases.jsonl`, else `<target>/bench-results/...`; one
 //! object per run, appended), `BENCH_MACHINE` (a label in each line). Without `--bench`
-//! (`cargo test --benches`) it runs a few milliseconds of each variant and writes nothing.
+//! (`cargo test -p gpu-event-pool-benches --benches`) it runs a few milliseconds of each variant and writes nothing.
 //!
 //! The in-flight bound is the bench's own (one shared counter of lists submitted, one of
 //! lists collected), not `Stats`: a `stats()` per list would add its own shared reads to
@@ -782,6 +782,7 @@ fn single(variant: &str, seconds: f64) -> Row {
         name: "gpu".to_owned(),
         backend: "null",
         base: Calibration { gpu_ns: 0, host_ns: 0 },
+        host_clock_origin: None,
     };
     let mut zones = batch_zones();
     let (ns, cpu, count) = match variant {

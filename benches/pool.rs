@@ -6,10 +6,12 @@
 //! as it can. One operation is one slot acquired and released; in batch mode 16 slots move
 //! at once. How each implementation is driven:
 //! - `ours`: `Magazines` (the crate's pool: per-thread magazines of up to 128 slots, the size
-//!   a default context gets, over the Treiber freelist): `acquire(1)` / `release`, or
-//!   `acquire(16)` and `release` of the chain.
-//! - `treiber`: the bare Treiber freelist (the crate's pool before magazines): one `pop` and
-//!   one `push` CAS, or one `pop_chain(16)` and one `push_chain` CAS.
+//!   a default context gets, over the Treiber freelist; the slots deposited in segments of
+//!   16, as a context's pages are): `acquire(1)` / `release`, or `acquire(16)` and `release`
+//!   of the chain.
+//! - `treiber`: the bare Treiber freelist (the crate's pool before magazines), its slots
+//!   pushed one by one (segments of one slot): one `pop_chain(1)` and one `push` CAS, or one
+//!   `pop_chain(16)` (16 segments) and one `push_chain` CAS.
 //! - `std_mutex`, `parking_lot`: a `Vec<u32>` of free indices behind the lock; a batch is 16
 //!   pops under one lock and 16 pushes under another.
 //! - `array_queue`: `crossbeam_queue::ArrayQueue<u32>` holding the free indices: 16 pops and
@@ -29,10 +31,10 @@ use common::results::{Record, Results};
 use common::{criterion_estimate_ns, timed_threads, THREADS};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use crossbeam_queue::ArrayQueue;
-use gpu_event_pool::freelist::{Chain, FreeList, NIL};
+use gpu_event_pool::freelist::{Chain, FreeList, LinkTable, Links};
 use gpu_event_pool::magazine::Magazines;
 use std::hint::black_box;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -54,26 +56,22 @@ trait SlotSet: Sync {
     fn cycle_batch(&self, scratch: &mut Vec<u32>);
 }
 
-/// A links array for `SLOTS` slots.
-fn links() -> Vec<AtomicU32> {
-    (0..SLOTS).map(|_| AtomicU32::new(NIL)).collect()
-}
-
 /// Ours: the crate's per-thread magazines over its Treiber freelist.
 struct Ours {
     slots: Magazines,
-    links: Vec<AtomicU32>,
+    links: LinkTable,
 }
 
 impl SlotSet for Ours {
     const NAME: &'static str = "ours";
     fn full() -> Self {
-        let links = links();
-        for i in 1..SLOTS {
-            links[i as usize - 1].store(i, std::sync::atomic::Ordering::Relaxed);
-        }
+        let links = LinkTable::new(SLOTS);
         let slots = Magazines::new(MAGAZINE);
-        slots.deposit(&links, Chain { first: 0, last: SLOTS - 1, len: SLOTS });
+        for first in (0..SLOTS).step_by(BATCH as usize) {
+            let last = first + BATCH - 1;
+            (first..last).for_each(|i| links.link(i).store(i + 1, Ordering::Relaxed));
+            slots.deposit(&links, Chain { first, last, len: BATCH }.into_segment(&links));
+        }
         Self { slots, links }
     }
     #[inline]
@@ -103,13 +101,13 @@ fn opaque(chain: Chain) -> Chain {
 /// The crate's Treiber freelist alone (its pool before magazines).
 struct Treiber {
     free: FreeList,
-    links: Vec<AtomicU32>,
+    links: LinkTable,
 }
 
 impl SlotSet for Treiber {
     const NAME: &'static str = "treiber";
     fn full() -> Self {
-        let links = links();
+        let links = LinkTable::new(SLOTS);
         let free = FreeList::new();
         for i in (0..SLOTS).rev() {
             free.push(&links, i);
@@ -118,14 +116,14 @@ impl SlotSet for Treiber {
     }
     #[inline]
     fn cycle_one(&self) {
-        if let Some(slot) = self.free.pop(&self.links) {
-            self.free.push(&self.links, black_box(slot));
+        if let Some(chain) = self.free.pop_chain(&self.links, 1) {
+            self.free.push_chain(&self.links, opaque(chain));
         }
     }
     #[inline]
     fn cycle_batch(&self, _scratch: &mut Vec<u32>) {
         if let Some(chain) = self.free.pop_chain(&self.links, BATCH) {
-            self.free.push_chain(&self.links, black_box(chain));
+            self.free.push_chain(&self.links, opaque(chain));
         }
     }
 }

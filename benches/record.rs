@@ -17,6 +17,13 @@
 //! (placing lists, building zones, releasing slots) stays serial: its cost per zone,
 //! `Stats::emitter_ns / zones_emitted`, is in the note of each `ours*` record.
 //!
+//! A third group, `record_zone_cost`, is one thread recording one such list and dropping it
+//! (no collector), against the same loop with no recording call (`bare_loop`): what a zone
+//! costs its thread. Built without the default feature `enable`
+//! (`cargo bench --no-default-features --bench record`), recording is compiled out: the list
+//! is `ours_compiled_out`, `ours_compiled_out_zones_only` is the zone calls alone on one list
+//! made once, and only this group runs (results in `record_compiled_out.json`).
+//!
 //! One iteration: every recording thread records and submits one list. The clock runs from
 //! the start signal until the collector has collected everything (the last flush is
 //! included), so zones per second is what the whole pipeline sustains. Like a runtime with
@@ -33,7 +40,8 @@ use common::seed_port::SeedContext;
 use common::{criterion_estimate_ns, Ours, Seed, Tracer, THREADS};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use gpu_event_pool::Stats;
-use gpu_event_pool::{location, SourceLocation, TracingContext, Verbosity};
+use gpu_event_pool::{location, SourceLocation, TracingContext, Verbosity, ENABLED};
+use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime};
@@ -167,10 +175,80 @@ fn note(dropped: usize, before: Option<Stats>, after: Option<Stats>) -> String {
     }
 }
 
+/// One thread: a list of 64 zones recorded and dropped, against the same loop without the
+/// recording calls (`bare_loop`). Each iteration makes the list (`ctx.list()`) and drops it.
+fn bench_zone_cost(c: &mut Criterion, results: &mut Results) {
+    let name = "record_zone_cost";
+    let ctx =
+        TracingContext::builder(NullBackend::default()).capacity(1024, CAPACITY).build().expect("context");
+    let backend = ctx.backend().clone();
+    let stream = gpu_event_pool::Backend::create_stream(&backend).expect("stream");
+    let ours = if ENABLED { "ours" } else { "ours_compiled_out" };
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(ZONES_PER_LIST));
+    let since = SystemTime::now();
+    group.bench_function(BenchmarkId::new("bare_loop", 1), |b| {
+        b.iter(|| {
+            for _ in 0..ZONES_PER_LIST + 2 {
+                black_box(&stream);
+            }
+        })
+    });
+    group.bench_function(BenchmarkId::new(ours, 1), |b| {
+        b.iter(|| {
+            let mut list = ctx.list();
+            let _ = list.zone_begin(black_box(&stream), COARSE);
+            let _ = list.zone_begin(black_box(&stream), DISPATCH);
+            for _ in 1..ZONES_PER_LIST - 1 {
+                let _ = list.zone_next(black_box(&stream), DISPATCH);
+            }
+            let _ = list.zone_end(black_box(&stream));
+            let _ = list.zone_end(black_box(&stream));
+            drop(list);
+        })
+    });
+    // Compiled out, the zone calls alone on one list made once: they should cost what the
+    // bare loop does (in the default build the list would fill the pool).
+    let zones_only = "ours_compiled_out_zones_only";
+    if !ENABLED {
+        let mut list = ctx.list();
+        group.bench_function(BenchmarkId::new(zones_only, 1), |b| {
+            b.iter(|| {
+                let _ = list.zone_begin(black_box(&stream), COARSE);
+                let _ = list.zone_begin(black_box(&stream), DISPATCH);
+                for _ in 1..ZONES_PER_LIST - 1 {
+                    let _ = list.zone_next(black_box(&stream), DISPATCH);
+                }
+                let _ = list.zone_end(black_box(&stream));
+                let _ = list.zone_end(black_box(&stream));
+            })
+        });
+    }
+    group.finish();
+    let implementations: &[&str] =
+        if ENABLED { &["bare_loop", ours] } else { &["bare_loop", ours, zones_only] };
+    for &implementation in implementations {
+        if let Some(per_iter) = criterion_estimate_ns(name, implementation, "1", since) {
+            results.push(Record {
+                group: name.to_owned(),
+                implementation: implementation.to_owned(),
+                mode: "a list of 64 zones recorded and dropped, one thread".to_owned(),
+                threads: 1,
+                ns_per_op: Some(per_iter / ZONES_PER_LIST as f64),
+                note: "ns per zone, the list's making and dropping included".to_owned(),
+                ..Record::default()
+            });
+        }
+    }
+}
+
 fn main() {
     let mut c = common::criterion();
     let mut results = Results::default();
-    for collector in [true, false] {
+    bench_zone_cost(&mut c, &mut results);
+    // Compiled out, nothing else records anything.
+    let collectors: &[bool] = if ENABLED { &[true, false] } else { &[] };
+    for &collector in collectors {
         // Sharing the reads only means something with a collector to share them with.
         let sharing: &[bool] = if collector { &[false, true] } else { &[false] };
         for &collect_after_submit in sharing {
@@ -189,6 +267,6 @@ fn main() {
     }
     c.final_summary();
     if common::benchmarking() {
-        results.write("record");
+        results.write(if ENABLED { "record" } else { "record_compiled_out" });
     }
 }

@@ -13,6 +13,14 @@
 //!
 //! The command buffer is reset every 64 lists, outside the timed part. Each record gives
 //! nanoseconds per zone. Without a Vulkan driver the bench says `SKIPPED` and records nothing.
+//!
+//! A second group, `vulkan_interleaved`, times the same three variants in rounds of 50 lists,
+//! taking turns within one process (`INTERLEAVED_ROUNDS` rounds each), and reports each
+//! variant's minimum, 25th percentile and median round, and the crate's ratio to the bare
+//! writes at the minimum and the 25th percentile: on a shared machine, where criterion's
+//! variants run seconds apart under different loads, the ratio of rounds taken side by side
+//! is the steadier figure (issue 27's goal is `crate_zone_next` at most 1.3x
+//! `bare_write_timestamp`).
 
 mod common;
 
@@ -27,6 +35,11 @@ use std::time::{Duration, Instant, SystemTime};
 const ZONES_PER_LIST: u64 = 64;
 const EVENTS_PER_LIST: u32 = 66;
 const LISTS_PER_RESET: u64 = 64;
+/// Rounds per variant of `vulkan_interleaved` (a tenth without `--bench`), and lists per
+/// round.
+const INTERLEAVED_ROUNDS: usize = 300;
+const LISTS_PER_ROUND: u64 = 50;
+const VARIANTS: [&str; 3] = ["crate_zone_next", "bare_write_timestamp", "bare_reset_and_write"];
 
 static COARSE: &SourceLocation = location!("command buffer", Verbosity::Coarse);
 static DISPATCH: &SourceLocation = location!("dispatch");
@@ -82,6 +95,21 @@ impl Recording {
         }
     }
 
+    /// Records one list of `variant` into the command buffer, resetting it every
+    /// `LISTS_PER_RESET` lists (the `n`th list here) before the clock starts.
+    fn list(&self, ctx: &TracingContext<VulkanBackend>, variant: &str, n: u64) -> Duration {
+        if n.is_multiple_of(LISTS_PER_RESET) {
+            self.reset();
+        }
+        let started = Instant::now();
+        match variant {
+            "crate_zone_next" => record_list(ctx, &self.commands),
+            "bare_write_timestamp" => self.bare(false),
+            _ => self.bare(true),
+        }
+        started.elapsed()
+    }
+
     fn bare(&self, reset: bool) {
         let (d, cb) = (self.device.device(), self.commands.command_buffer());
         for q in 0..EVENTS_PER_LIST {
@@ -122,28 +150,13 @@ fn main() {
     let mut results = Results::default();
     let mut group = c.benchmark_group("vulkan");
     group.throughput(Throughput::Elements(ZONES_PER_LIST));
-    for variant in ["crate_zone_next", "bare_write_timestamp", "bare_reset_and_write"] {
+    for variant in VARIANTS {
         let ctx =
             TracingContext::builder(backend.clone()).capacity(1024, 64 * 1024).build().expect("context");
         let recording = Recording::new(&device, &queue);
         let since = SystemTime::now();
         group.bench_function(BenchmarkId::new(variant, 1), |b| {
-            b.iter_custom(|iters| {
-                let mut timed = Duration::ZERO;
-                for i in 0..iters {
-                    if i % LISTS_PER_RESET == 0 {
-                        recording.reset();
-                    }
-                    let started = Instant::now();
-                    match variant {
-                        "crate_zone_next" => record_list(&ctx, &recording.commands),
-                        "bare_write_timestamp" => recording.bare(false),
-                        _ => recording.bare(true),
-                    }
-                    timed += started.elapsed();
-                }
-                timed
-            })
+            b.iter_custom(|iters| (0..iters).map(|i| recording.list(&ctx, variant, i)).sum())
         });
         assert_eq!(ctx.stats().dropped_zones, 0, "the pool is large enough for every list");
         if let Some(per_iter) = criterion_estimate_ns("vulkan", variant, "1", since) {
@@ -162,8 +175,59 @@ fn main() {
         }
     }
     group.finish();
+    interleaved(&backend, &device, &queue, &mut results);
     c.final_summary();
     if common::benchmarking() {
         results.write("vulkan");
     }
+}
+
+/// `vulkan_interleaved`: the three variants in rounds of `LISTS_PER_ROUND` lists, taking
+/// turns, one command buffer each; each variant's minimum, 25th percentile and median round
+/// in nanoseconds per zone, and the crate's ratios to the bare writes.
+fn interleaved(backend: &VulkanBackend, device: &VulkanDevice, queue: &VulkanQueue, results: &mut Results) {
+    let rounds = if common::benchmarking() { INTERLEAVED_ROUNDS } else { INTERLEAVED_ROUNDS / 10 };
+    let ctx = TracingContext::builder(backend.clone()).capacity(1024, 64 * 1024).build().expect("context");
+    let recordings: Vec<Recording> = VARIANTS.iter().map(|_| Recording::new(device, queue)).collect();
+    let mut rounds_ns: [Vec<f64>; 3] = Default::default();
+    for round in 0..rounds + 2 {
+        for (v, variant) in VARIANTS.iter().enumerate() {
+            let first = round as u64 * LISTS_PER_ROUND;
+            let timed: Duration =
+                (first..first + LISTS_PER_ROUND).map(|n| recordings[v].list(&ctx, variant, n)).sum();
+            // The first two rounds warm the caches, the pool and the command buffers up.
+            if round >= 2 {
+                rounds_ns[v].push(timed.as_nanos() as f64 / (LISTS_PER_ROUND * ZONES_PER_LIST) as f64);
+            }
+        }
+    }
+    assert_eq!(ctx.stats().dropped_zones, 0, "the pool is large enough for every list");
+    let quantile = |v: &mut Vec<f64>, q: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * q) as usize]
+    };
+    let [min, p25, median]: [[f64; 3]; 3] =
+        [0.0, 0.25, 0.5].map(|q| std::array::from_fn(|v| quantile(&mut rounds_ns[v], q)));
+    for (v, variant) in VARIANTS.iter().enumerate() {
+        println!(
+            "vulkan_interleaved/{variant:<21} min {:>6.1} ns/zone  p25 {:>6.1}  median {:>6.1}  ({rounds} rounds of {LISTS_PER_ROUND} lists)",
+            min[v], p25[v], median[v]
+        );
+        results.push(Record {
+            group: "vulkan_interleaved".to_owned(),
+            implementation: (*variant).to_owned(),
+            mode: format!("rounds of {LISTS_PER_ROUND} lists, variants taking turns; {}", device.name()),
+            threads: 1,
+            ns_per_op: Some(p25[v]),
+            p50_ns: Some(median[v]),
+            samples: Some(rounds as u64),
+            note: format!("min {:.1}, p25 {:.1}, median {:.1} ns per zone", min[v], p25[v], median[v]),
+            ..Record::default()
+        });
+    }
+    println!(
+        "vulkan_interleaved/crate_to_bare        {:.2}x at the minimum, {:.2}x at the 25th percentile",
+        min[0] / min[1],
+        p25[0] / p25[1]
+    );
 }

@@ -8,12 +8,12 @@
 //! How the clocks line up (docs/chrome.md): `tracing-chrome` writes `ts` as microseconds since
 //! an `Instant` it takes when its layer is built; the Chrome sink, on its default host clock,
 //! writes microseconds since the `Instant` given to `with_origin`. Taking that origin right
-//! after building the layer puts both on one timeline; `with_backend_clock` maps the GPU's
-//! host times onto `Instant` exactly. Each frame's GPU zones then sit under the CPU span that
+//! after building the layer puts both on one timeline; the context gives the sink its
+//! backend's clock, so the GPU's host times land on `Instant` exactly. Each frame's GPU zones then sit under the CPU span that
 //! recorded them and the one that waited for them.
 
 use gpu_event_pool::sim::SimBackend;
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
+use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::{location, SourceLocation, TracingContext};
 use serde_json::value::RawValue;
 use std::error::Error;
@@ -47,9 +47,9 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     let gpu = SimBackend::realtime();
     let stream = gpu.stream();
-    let gpu_trace =
-        ChromeTraceSink::create(&gpu_path)?.with_origin(origin).with_backend_clock(&gpu).with_pid(GPU_PID);
-    let ctx = TracingContext::builder(gpu.clone()).name("gpu").sink(gpu_trace).build()?;
+    let gpu_trace = ChromeTrace::create(&gpu_path)?.with_origin(origin);
+    let ctx =
+        TracingContext::builder(gpu.clone()).name("gpu").sink(gpu_trace.sink().with_pid(GPU_PID)).build()?;
     ctx.name_stream(&stream, "compute queue");
 
     for frame in 0..3 {
@@ -80,7 +80,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         ctx.collect()?;
     }
     ctx.flush()?;
-    drop(ctx); // closes the GPU trace
+    drop((ctx, gpu_trace)); // closes the GPU trace
     drop(cpu_guard); // closes the CPU trace
 
     let events = merge(&[&cpu_path, &gpu_path], &output)?;

@@ -17,13 +17,14 @@
 use clap::Parser;
 use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::chrome::ChromeTrace;
+use gpu_event_pool::sink::frames::FrameStats;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
 use gpu_event_pool::{
     location, Backend, Collected, EventList, Lane, SourceLocation, Stats, TracingContext, Verbosity,
 };
 use indicatif::{ProgressBar, ProgressStyle};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -76,6 +77,9 @@ struct Args {
     /// Where to write the Chrome/Perfetto trace.
     #[arg(long, default_value = "trace.json")]
     trace: PathBuf,
+    /// Frames (rounds of thread 0) the summary's statistics are kept over.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    window: u32,
     /// Which GPU to run on.
     #[arg(long, value_enum, default_value_t = BackendKind::Sim)]
     backend: BackendKind,
@@ -289,7 +293,7 @@ struct Device<G: DemoGpu> {
 
 impl<G: DemoGpu> Device<G> {
     /// GPU `index`'s context, writing into the shared trace (as process "gpu <index>").
-    fn open(index: usize, gpu: G, trace: &ChromeTrace, args: &Args) -> DemoResult<Self> {
+    fn open(index: usize, gpu: G, trace: &ChromeTrace, stats: &FrameStats, args: &Args) -> DemoResult<Self> {
         let memory = MemorySink::new();
         let initial_capacity = args.initial_capacity.unwrap_or(DEFAULT_INITIAL_CAPACITY.min(args.capacity));
         let builder = TracingContext::builder(gpu.backend().clone())
@@ -297,8 +301,11 @@ impl<G: DemoGpu> Device<G> {
             .capacity(initial_capacity, args.capacity)
             .verbosity(args.verbosity)
             .sink(memory.clone())
-            // On the host clock, exactly: every GPU on the trace's one timeline.
-            .sink(trace.sink().with_backend_clock(gpu.backend()))
+            // Per-kernel statistics over the last frames, every GPU together.
+            .sink(stats.sink())
+            // On the host clock, exactly: every GPU on the trace's one timeline; the pool's
+            // counters at most once a millisecond.
+            .sink(trace.sink().with_counters(Duration::from_millis(1)))
             // Launch arrows from the recording threads (with the CPU spans they sit in).
             .record_launches(args.cpu_spans());
         #[cfg(feature = "tracy")]
@@ -325,10 +332,11 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     // One file for every GPU; it is closed when the trace and every context are gone.
     let trace = ChromeTrace::create(&args.trace)
         .map_err(|e| format!("cannot create trace file {}: {e}", args.trace.display()))?;
+    let stats = FrameStats::new(args.window as usize);
     let devices = gpus
         .into_iter()
         .enumerate()
-        .map(|(index, gpu)| Device::open(index, gpu, &trace, args))
+        .map(|(index, gpu)| Device::open(index, gpu, &trace, &stats, args))
         .collect::<DemoResult<Vec<_>>>()?;
     // With CPU spans, the layer keeps the trace open: it is flushed at the end instead.
     #[cfg(feature = "tracing")]
@@ -412,13 +420,13 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
         print_device(index, report);
     }
     println!();
-    print_durations(reports.iter().flat_map(|r| &r.zones));
+    print_durations(&stats, args.lists);
     if let Some(trace) = cpu_trace {
         trace.flush()?;
     }
     println!();
     println!(
-        "trace              {}: one process per GPU{} (open in https://ui.perfetto.dev or chrome://tracing)",
+        "trace              {}: one process per GPU with its counters and frames{} (open in https://ui.perfetto.dev or chrome://tracing)",
         args.trace.display(),
         if args.cpu_spans() { ", one for the CPU spans, launch arrows" } else { "" }
     );
@@ -494,7 +502,7 @@ fn with_tracy<B: Backend + Clone>(
     if !args.tracy && args.tracy_wait.is_none() {
         return builder;
     }
-    builder.sink(gpu_event_pool::sink::tracy::TracySink::for_backend(backend))
+    builder.sink(gpu_event_pool::sink::tracy::TracySink::for_backend(backend).with_plots())
 }
 
 /// Waits for a Tracy profiler to connect, if asked to (the client keeps everything until one
@@ -535,6 +543,12 @@ fn record_thread<G: DemoGpu>(
         rng
     };
     for i in 0..args.lists as usize * devices.len() {
+        if thread == 0 && i % devices.len() == 0 {
+            // A new round: a frame (a step) on every GPU.
+            for device in devices {
+                device.ctx.frame((i / devices.len()) as u64);
+            }
+        }
         let turn = thread as usize + i;
         let device = &devices[turn % devices.len()];
         let queue = &device.streams[turn / devices.len() % device.streams.len()];
@@ -595,21 +609,24 @@ fn check_nesting(zones: &[Zone]) -> Result<usize, String> {
     Ok(by_lane.len())
 }
 
-fn print_durations<'a>(zones: impl IntoIterator<Item = &'a Zone>) {
-    let mut by_name: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
-    for z in zones {
-        by_name.entry(z.location.name()).or_default().push(z.gpu_end_ns - z.gpu_begin_ns);
-    }
-    println!("{:<16} {:>8} {:>12} {:>12} {:>12}", "zone", "count", "mean µs", "p50 µs", "p99 µs");
-    for (name, mut durations) in by_name {
-        durations.sort_unstable();
-        let percentile = |p: f64| durations[((durations.len() - 1) as f64 * p).round() as usize] as f64 / 1e3;
-        let mean = durations.iter().sum::<i64>() as f64 / durations.len() as f64 / 1e3;
+/// The per-kernel table, from the statistics over the last frames.
+fn print_durations(stats: &FrameStats, frames: u32) {
+    let kept = stats.frames().len();
+    println!("zone durations over the last {kept} frames (of {frames}), all GPUs together (FrameStats)");
+    println!(
+        "{:<16} {:>8} {:>12} {:>12} {:>12} {:>12}",
+        "zone", "count", "mean µs", "p50 µs", "p99 µs", "max µs"
+    );
+    for zone in stats.summary() {
+        let us = |ns: u64| ns as f64 / 1e3;
         println!(
-            "{name:<16} {:>8} {mean:>12.3} {:>12.3} {:>12.3}",
-            durations.len(),
-            percentile(0.5),
-            percentile(0.99)
+            "{:<16} {:>8} {:>12.3} {:>12.3} {:>12.3} {:>12.3}",
+            zone.name,
+            zone.count,
+            zone.mean_ns / 1e3,
+            us(zone.p50_ns),
+            us(zone.p99_ns),
+            us(zone.max_ns)
         );
     }
 }

@@ -1,7 +1,8 @@
 //! Timings back to the application: each collected command buffer's zones reach the
 //! application through a channel (`ResultsSink`), tied to the list it submitted by the list's
-//! id; it prints per-kernel count / mean / p50 / p99 (as the demo's summary does) and the
-//! tree of one frame (the shape `wgpu-profiler` returns).
+//! id; it prints per-kernel count / mean / p50 / p99 computed from the lists it received
+//! and the tree of one frame (the shape `wgpu-profiler` returns). `FrameStats` keeps such
+//! figures over the last N frames for you (`cargo run --example watch`).
 //!
 //! ```text
 //! cargo run --example results
@@ -30,22 +31,24 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut rng = 0x2545_f491_4f6c_dd1d_u64;
     for frame in 0..50u32 {
         let mut list = ctx.list();
-        list.zone_begin(&stream, location!("frame", Verbosity::Coarse))?;
-        for (i, &(name, ns)) in KERNELS.iter().enumerate() {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
+        {
+            // Guards end their zones when dropped. A zone that cannot be recorded (the pool
+            // full, say) is counted in `ctx.stats()` and the frame goes on recording: the
+            // recording calls are not `?`-ed.
             // A dynamic name keeps its call site; arguments go to Chrome args / Tracy names.
-            let location = DynamicLocation::new(name).arg("frame", frame);
-            if i == 0 {
-                list.zone_begin(&stream, location)?;
-            } else {
-                list.zone_next(&stream, location)?;
+            let kernel_location = |name| DynamicLocation::new(name).arg("frame", frame);
+            let mut frame_zone = list.zone(&stream, location!("frame", Verbosity::Coarse));
+            let mut kernel = frame_zone.zone(&stream, kernel_location(KERNELS[0].0));
+            for (i, &(name, ns)) in KERNELS.iter().enumerate() {
+                if i > 0 {
+                    kernel.next(kernel_location(name)); // ends the kernel before: one event
+                }
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                gpu.launch(&stream, ns / 2 + (rng % ns as u64) as i64);
             }
-            gpu.launch(&stream, ns / 2 + (rng % ns as u64) as i64);
         }
-        list.zone_end(&stream)?;
-        list.zone_end(&stream)?;
         frame_of_list.insert(list.id(), frame);
         ctx.submit(list)?;
     }

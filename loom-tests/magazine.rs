@@ -16,7 +16,7 @@ use gpu_event_pool::freelist::{Chain, Links, NIL};
 use gpu_event_pool::magazine::Magazines;
 use gpu_event_pool::{DynamicLocation, Lane, RecordError};
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::AtomicU32;
+use loom::sync::atomic::{AtomicU32, AtomicU64};
 use loom::sync::Arc;
 use loom::thread;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,9 +27,11 @@ fn saw(flag: &AtomicBool) {
     flag.store(true, Ordering::Relaxed);
 }
 
-/// Four slots: their links, and a payload each that only the slot's holder may touch.
+/// Four slots: their links and segment words, and a payload each that only the slot's
+/// holder may touch.
 struct Slots {
     links: [AtomicU32; 4],
+    segments: [AtomicU64; 4],
     payload: [UnsafeCell<u32>; 4],
 }
 
@@ -37,12 +39,17 @@ impl Links for Slots {
     fn link(&self, index: u32) -> &AtomicU32 {
         &self.links[index as usize]
     }
+
+    fn segment(&self, index: u32) -> &AtomicU64 {
+        &self.segments[index as usize]
+    }
 }
 
 impl Slots {
     fn new() -> Self {
         Self {
             links: std::array::from_fn(|_| AtomicU32::new(NIL)),
+            segments: std::array::from_fn(|_| AtomicU64::new(0)),
             payload: std::array::from_fn(|_| UnsafeCell::new(0)),
         }
     }
@@ -59,8 +66,9 @@ impl Slots {
     }
 }
 
-fn one(index: u32) -> Chain {
-    Chain { first: index, last: index, len: 1 }
+/// Slot `index` alone, a segment of one slot (the caller's).
+fn one(slots: &Slots, index: u32) -> Chain {
+    Chain::single(slots, index)
 }
 
 /// The filler takes three slots one at a time (its magazine refills with one each time),
@@ -77,7 +85,7 @@ fn magazine_fills_and_spills_while_a_depositor_runs_the_pool_dry() {
     common::model(|| {
         let shared = Arc::new((Magazines::new(2), Slots::new()));
         for index in [2, 1, 0] {
-            shared.0.deposit(&shared.1, one(index));
+            shared.0.deposit(&shared.1, one(&shared.1, index));
         }
         let filler = {
             let shared = shared.clone();
@@ -108,7 +116,7 @@ fn magazine_fills_and_spills_while_a_depositor_runs_the_pool_dry() {
                     None => magazines.starve(),
                 }
                 slots.own(3, 2);
-                magazines.deposit(slots, one(3));
+                magazines.deposit(slots, one(slots, 3));
                 got.is_some()
             })
         };
@@ -161,7 +169,7 @@ fn a_magazine_record_passes_from_an_exiting_thread_to_the_next_with_its_slots_re
     common::model(|| {
         let shared = Arc::new((Magazines::new(2), Slots::new()));
         for index in [2, 1, 0] {
-            shared.0.deposit(&shared.1, one(index));
+            shared.0.deposit(&shared.1, one(&shared.1, index));
         }
         let leaver = {
             let shared = shared.clone();

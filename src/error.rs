@@ -26,6 +26,15 @@ pub enum ConfigError {
         /// The maximum capacity asked for.
         max: u32,
     },
+    /// `max_capacity` is below what one zone needs: its begin event, and a slot kept for its
+    /// end.
+    #[error("max capacity {max} cannot hold one zone (its begin and a slot kept for its end): use at least {least}")]
+    TooSmall {
+        /// The maximum capacity asked for.
+        max: u32,
+        /// The least maximum capacity that records a zone.
+        least: u32,
+    },
     /// `max_capacity` cannot be reached with the page layout (or does not fit slot indices).
     #[error("max capacity {max} is too large: at most {limit} slots from an initial page of {initial}")]
     TooLarge {
@@ -47,6 +56,64 @@ pub enum ConfigError {
     ZeroBatch,
 }
 
+/// GPU times read for one list that no GPU can produce (a backend or driver fault, or a zone
+/// that began on one stream and ended on another that got there first). The list fails like
+/// one whose times cannot be read: its zones are dropped (counted in `Stats::dropped_zones`),
+/// the list is counted in `Stats::lists_failed`, its slots are released, and later lists are
+/// still collected.
+///
+/// Only a zone's own two events are compared across streams: a list that records on several
+/// streams may go back in time from an event on one stream to the next on another
+/// (docs/design.md, section 8).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TimeError {
+    /// A zone ends before it begins.
+    #[error(
+        "list {list_id}: zone {zone} ends {by_ns} ns before it begins (begun on {begin_lane:?}, \
+         ended on {end_lane:?})"
+    )]
+    EndsBeforeBegin {
+        /// The list's id ([`EventList::id`](crate::EventList::id)).
+        list_id: u64,
+        /// The zone's name and source location (`name at file:line`).
+        zone: String,
+        /// Where its begin was recorded.
+        begin_lane: crate::backend::Lane,
+        /// Where its end was recorded.
+        end_lane: crate::backend::Lane,
+        /// How long before its begin it ends.
+        by_ns: u64,
+    },
+    /// An event that ends a zone on a stream is earlier than an event the list recorded
+    /// before it on that stream, with no event on another lane in between: a stream runs its
+    /// events in order. Checked only on a backend whose lanes run events in the order they
+    /// are recorded ([`Placement::FirstRecord`](crate::Placement::FirstRecord): CUDA, the
+    /// simulation), and only for an end: a begin may come before the end recorded just
+    /// before it where the backend writes begins early (Vulkan's top of the pipe), and a
+    /// graph's nodes may run side by side.
+    #[error("list {list_id}: GPU time goes back {by_ns} ns on {lane:?} at the list's event {event}, which ends a zone")]
+    WentBack {
+        /// The list's id ([`EventList::id`](crate::EventList::id)).
+        list_id: u64,
+        /// The stream.
+        lane: crate::backend::Lane,
+        /// The event's position in the list (0: its first event).
+        event: usize,
+        /// How far back it goes from the latest event before it.
+        by_ns: u64,
+    },
+    /// A time of the list, summed from the steps between its events, is beyond what `i64`
+    /// nanoseconds hold (about 292 years).
+    #[error("list {list_id}: the time of its event {event} is out of range: the steps before it sum beyond i64 nanoseconds")]
+    OutOfRange {
+        /// The list's id ([`EventList::id`](crate::EventList::id)).
+        list_id: u64,
+        /// The event's position in the list (0: its first event).
+        event: usize,
+    },
+}
+
 /// Errors of context creation, collection and flushing.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -58,6 +125,10 @@ pub enum Error {
     /// counted), its slots are released, and the lists after it are still processed.
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// A list's GPU times cannot be true: during `collect` its zones are dropped (and
+    /// counted), its slots are released, and the lists after it are still processed.
+    #[error(transparent)]
+    Time(#[from] TimeError),
     /// A sink failed to write.
     #[error("sink failed: {0}")]
     Sink(#[from] std::io::Error),
@@ -82,5 +153,32 @@ pub enum Error {
         location: String,
         /// How long it had held the lane.
         held_for: std::time::Duration,
+    },
+    /// A list began on a stream before the list before it there had ended on the GPU: the
+    /// two were recorded on the stream at once, so their events interleave and each list's
+    /// zones may take in the other's work. One list records on a stream at a time. Nothing is
+    /// dropped: both lists are emitted, in the order of their first events. Reported once
+    /// per stream (every such list is counted in `Stats::concurrent_lists`); found by GPU
+    /// times on the stream of each list's first zone, on backends whose streams run events
+    /// in recording order (CUDA, the simulation; not Vulkan, whose lists are ordered at
+    /// submission and whose commands may overlap).
+    #[error(
+        "list {list_id} (first zone {} at {}:{}) began on {lane:?} before list {earlier_list_id} \
+         (first zone {} at {}:{}) ended there: they were recorded on the stream at once and \
+         their events interleave on the GPU; record one list on a stream at a time",
+        .location.name(), .location.file(), .location.line(),
+        .earlier_location.name(), .earlier_location.file(), .earlier_location.line()
+    )]
+    ConcurrentLists {
+        /// The stream.
+        lane: crate::backend::Lane,
+        /// The later list ([`EventList::id`](crate::EventList::id)).
+        list_id: u64,
+        /// Its first zone on the stream.
+        location: crate::location::Location,
+        /// The list whose end on the stream came after the later list began.
+        earlier_list_id: u64,
+        /// That list's first zone on the stream.
+        earlier_location: crate::location::Location,
     },
 }

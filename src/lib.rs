@@ -14,8 +14,13 @@
 //!   in one CAS;
 //! - timestamps chained within a list and placed from the nearest recent anchor, in `i64`
 //!   nanoseconds;
-//! - zones delivered to [`sink`]s: memory, Chrome/Perfetto JSON, Tracy (feature `tracy`);
-//!   and, with feature `nvtx`, an NVTX range around each zone on the recording thread.
+//! - zones delivered to [`sink`]s: memory, results (each collected list's zones back to the
+//!   application), statistics over the last frames ([`TracingContext::frame`]),
+//!   Chrome/Perfetto JSON (with the pool's counters on its timeline, and, under feature
+//!   `tracing`, a `tracing-subscriber` layer that writes the application's CPU spans into the
+//!   same trace), Tracy (feature `tracy`); and, with feature `nvtx`, an NVTX range around
+//!   each zone on the recording thread;
+//! - with the default feature `enable` off, recording compiled out ([`ENABLED`]).
 //!
 //! The GPU is reached through the [`Backend`] trait: [`sim`] (a simulated GPU, the default),
 //! `cuda` (feature `cuda`) or `vulkan` (feature `vulkan`). Every slot of the pool is in exactly one state: Free (on the
@@ -46,6 +51,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// docs.rs (`--cfg docsrs`, nightly): "Available on crate feature ..." badges; the loom build's
+// cfg is not the reader's concern.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![cfg_attr(docsrs, doc(auto_cfg(hide(gpu_event_pool_loom))))]
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -65,6 +74,7 @@ mod error;
 pub mod launch;
 pub mod location;
 #[cfg(feature = "nvtx")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nvtx")))]
 pub mod nvtx;
 mod record;
 mod shared;
@@ -79,6 +89,11 @@ pub use slots::{freelist, magazine};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The examples of docs/watch.md (counters, frames, statistics), run as doctests.
+#[cfg(all(doctest, feature = "enable"))]
+#[doc = include_str!("../docs/watch.md")]
+pub struct WatchGuideDoctests;
+
 /// The Vulkan guide's example, compiled as a doctest.
 #[cfg(all(doctest, feature = "vulkan"))]
 #[doc = include_str!("../docs/vulkan.md")]
@@ -89,10 +104,11 @@ pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]
 pub use context::CollectorThread;
 #[cfg(feature = "vulkan")]
+#[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 pub use context::QueueSubmitError;
 pub use context::{Builder, Stats, TracingContext};
-pub use error::{ConfigError, Error};
+pub use error::{ConfigError, Error, TimeError};
 pub use launch::Launch;
 pub use location::{ArgValue, DynamicLocation, Location, SourceLocation, Verbosity};
-pub use record::{EventList, RecordError, SubmitError, ZoneGuard};
+pub use record::{EventList, RecordError, SubmitError, ZoneGuard, ENABLED};
 pub use shared::config::Config;

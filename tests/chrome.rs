@@ -126,8 +126,7 @@ fn gpu_zones_fall_inside_the_cpu_span_that_waited_for_them_in_a_merged_trace() {
     std::thread::sleep(Duration::from_millis(50));
     let gpu = SimBackend::realtime();
     let stream = gpu.stream();
-    let trace =
-        ChromeTraceSink::create(&gpu_path).unwrap().with_origin(origin).with_backend_clock(&gpu).with_pid(2);
+    let trace = ChromeTraceSink::create(&gpu_path).unwrap().with_origin(origin).with_pid(2);
     let ctx = TracingContext::builder(gpu.clone()).name("gpu").sink(trace).build().unwrap();
     ctx.name_stream(&stream, "compute");
 
@@ -180,8 +179,7 @@ fn host_clock_ts_is_the_zone_host_time_on_the_origin_clock_and_gpu_clock_ts_is_g
     let stream = gpu.stream();
     let origin = Instant::now();
     let memory = MemorySink::new();
-    let host =
-        ChromeTraceSink::create(dir.join("host.json")).unwrap().with_origin(origin).with_backend_clock(&gpu);
+    let host = ChromeTraceSink::create(dir.join("host.json")).unwrap().with_origin(origin);
     assert_eq!(host.clock(), ChromeClock::Host, "the default");
     let gpu_clock = ChromeTraceSink::create(dir.join("gpu.json")).unwrap().with_clock(ChromeClock::Gpu);
     let ctx =
@@ -425,9 +423,7 @@ fn contexts_of_one_trace_share_its_origin_on_the_host_clock() {
     let dir = scratch("shared-origin");
     let path = dir.join("trace.json");
     let trace = ChromeTrace::create(&path).unwrap();
-    let context = |gpu: &SimBackend| {
-        TracingContext::builder(gpu.clone()).sink(trace.sink().with_backend_clock(gpu)).build().unwrap()
-    };
+    let context = |gpu: &SimBackend| TracingContext::builder(gpu.clone()).sink(trace.sink()).build().unwrap();
     // The second GPU, its context and its sink come 30 ms after the first: its GPU clock
     // (from its context's base event) and its host clock start that much later, and a sink
     // on an origin of its own (when it was made) would put its zones 30 ms off.
@@ -471,6 +467,7 @@ fn zones_that_overlap_without_nesting_go_to_rows_of_their_own_so_nothing_is_fals
         name: "vulkan".into(),
         backend: "vulkan",
         base: Calibration { gpu_ns: 0, host_ns: 0 },
+        host_clock_origin: None,
     };
     sink.open(&info).unwrap();
     let lane = Lane::Stream(1);

@@ -682,3 +682,44 @@ fn exhaustion_is_still_a_clear_error_with_the_new_collector() {
     ctx.flush().unwrap();
     assert_accounted(&ctx);
 }
+
+/// A pool exhausted by lists the GPU has already run (submitted, not collected yet: the
+/// application collects rarely, or a collector thread falls behind) does not cost zones: the
+/// recording thread collects them, their slots come back, and its zone is recorded.
+#[test]
+fn a_recording_thread_that_finds_the_pool_exhausted_collects_rather_than_drops() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let (sink, ctx) = context(&sim, 8, 8);
+    for k in 0..4 {
+        ctx.submit(record(&ctx, &sim, &stream, &format!("done {k}"), 1_000)).unwrap();
+    }
+    sim.advance(10_000);
+    let stats = ctx.stats();
+    assert_eq!((stats.submitted, stats.free), (8, 0), "every slot in lists not collected yet");
+    ctx.submit(record(&ctx, &sim, &stream, "after", 1_000)).unwrap();
+    sim.advance(10_000);
+    ctx.flush().unwrap();
+    assert_accounted(&ctx);
+    let stats = ctx.stats();
+    assert_eq!(stats.dropped_zones, 0, "{stats:?}");
+    assert_eq!(names(&sink.zones()), ["done 0", "done 1", "done 2", "done 3", "after"]);
+}
+
+/// When the lists holding every slot have not run yet, collecting frees nothing: the zone
+/// is dropped and counted, as before, after a bounded number of collects.
+#[test]
+fn a_pool_exhausted_by_work_the_gpu_has_not_run_still_drops_the_zone() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let (_sink, ctx) = context(&sim, 4, 4);
+    ctx.submit(record(&ctx, &sim, &stream, "running", 1_000_000)).unwrap();
+    ctx.submit(record(&ctx, &sim, &stream, "queued", 1_000_000)).unwrap();
+    let mut list = ctx.list();
+    assert_eq!(list.zone_begin(&stream, location!("late")), Err(RecordError::PoolExhausted { capacity: 4 }));
+    drop(list);
+    sim.advance(3_000_000);
+    ctx.flush().unwrap();
+    assert_accounted(&ctx);
+    assert_eq!(ctx.stats().dropped_zones, 1);
+}

@@ -35,7 +35,7 @@ impl Device {
         let ctx = TracingContext::builder(sim.clone())
             .name(format!("gpu {index}"))
             .sink(memory.clone())
-            .sink(trace.sink().with_backend_clock(&sim))
+            .sink(trace.sink())
             .build()
             .unwrap();
         let streams: Vec<SimStream> = (0..THREADS).map(|_| sim.stream()).collect();

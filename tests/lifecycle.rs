@@ -369,6 +369,43 @@ fn a_backend_error_while_recording_drops_the_zone_and_leaks_no_slot() {
     assert_eq!(stats.dropped_zones, 2);
 }
 
+/// A `zone_next` whose event fails in the middle of a list, its slots already reserved (the
+/// step made inline, without the general step): the zone it ends loses its begin and the
+/// zone it begins opens as dropped, both counted; nesting stays balanced and the zones
+/// around them are emitted.
+#[test]
+fn a_zone_next_whose_event_fails_drops_the_zone_it_ends_and_the_one_it_begins() {
+    let (sim, stream, sink, ctx) = setup(8, 64);
+    let mut list = ctx.list();
+    list.zone_begin(&stream, location!("outer")).unwrap();
+    list.zone_begin(&stream, location!("a")).unwrap();
+    sim.launch(&stream, 1_000);
+    // Refills the reservation (a batch of 4): the next step has its slots reserved.
+    list.zone_next(&stream, location!("ended by the failure")).unwrap();
+    sim.launch(&stream, 1_000);
+    assert!(format!("{list:?}").contains("reserved: 5"), "{list:?}");
+    sim.fail_records(1);
+    assert!(matches!(
+        list.zone_next(&stream, location!("begun by the failure")),
+        Err(RecordError::Backend(_))
+    ));
+    assert_eq!((list.open_zones(), list.event_count()), (2, 3), "outer and the dropped zone");
+    list.zone_end(&stream).unwrap(); // closes the dropped zone, records nothing
+    list.zone_begin(&stream, location!("after")).unwrap();
+    sim.launch(&stream, 1_000);
+    list.zone_next(&stream, location!("next")).unwrap();
+    sim.launch(&stream, 1_000);
+    list.zone_end(&stream).unwrap();
+    list.zone_end(&stream).unwrap();
+    ctx.submit(list).unwrap();
+    ctx.flush().unwrap();
+    let mut emitted = names(&sink.zones());
+    emitted.sort();
+    assert_eq!(emitted, ["a", "after", "next", "outer"]);
+    let stats = assert_accounted(&ctx);
+    assert_eq!((stats.dropped_zones, stats.owned, stats.submitted), (2, 0, 0), "{stats:?}");
+}
+
 #[test]
 fn a_backend_error_while_growing_leaves_the_pool_usable() {
     let (sim, stream, _sink, ctx) = setup(4, 64);

@@ -153,11 +153,7 @@ fn launches_become_flow_arrows_from_the_recording_threads_track_to_the_gpu_zone(
     let path = scratch("launch-flows").join("trace.json");
     let trace = ChromeTrace::create(&path).unwrap();
     let sim = SimBackend::realtime();
-    let ctx = TracingContext::builder(sim.clone())
-        .sink(trace.sink().with_backend_clock(&sim))
-        .record_launches(true)
-        .build()
-        .unwrap();
+    let ctx = TracingContext::builder(sim.clone()).sink(trace.sink()).record_launches(true).build().unwrap();
     let recorders: Vec<u64> = std::thread::scope(|s| {
         let threads: Vec<_> = (0..2)
             .map(|_| {
@@ -193,8 +189,7 @@ fn without_launches_the_trace_has_no_cpu_track_and_no_flow() {
     let path = scratch("no-launch-flows").join("trace.json");
     let trace = ChromeTrace::create(&path).unwrap();
     let sim = SimBackend::realtime();
-    let ctx =
-        TracingContext::builder(sim.clone()).sink(trace.sink().with_backend_clock(&sim)).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone()).sink(trace.sink()).build().unwrap();
     record_frame(&ctx, &sim, &[("matmul", 1_000)]);
     ctx.flush().unwrap();
     let events = parse(&path);
@@ -245,10 +240,7 @@ fn traces_of_two_processes_on_the_wall_clock_line_up() {
         let path = dir.join(name);
         let trace = ChromeTrace::create(&path).unwrap().with_wall_clock_origin(UNIX_EPOCH);
         let sim = SimBackend::realtime();
-        let ctx = TracingContext::builder(sim.clone())
-            .sink(trace.sink().with_backend_clock(&sim).with_pid(7))
-            .build()
-            .unwrap();
+        let ctx = TracingContext::builder(sim.clone()).sink(trace.sink().with_pid(7)).build().unwrap();
         (path, ctx, sim)
     };
     let (path_a, ctx_a, sim_a) = process("a.json");

@@ -40,7 +40,7 @@ fn one_file_holds_cpu_spans_gpu_zones_and_arrows_from_each_recording_thread() {
     let sim = SimBackend::realtime();
     let ctx = TracingContext::builder(sim.clone())
         .name("gpu 0")
-        .sink(trace.sink().with_backend_clock(&sim))
+        .sink(trace.sink())
         .record_launches(true)
         .build()
         .unwrap();
@@ -129,8 +129,7 @@ fn a_gpu_zone_waited_for_inside_a_cpu_span_lies_inside_it() {
     std::thread::sleep(Duration::from_millis(30));
     let sim = SimBackend::realtime();
     let stream = sim.stream();
-    let ctx =
-        TracingContext::builder(sim.clone()).sink(trace.sink().with_backend_clock(&sim)).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone()).sink(trace.sink()).build().unwrap();
     {
         let _wait = tracing::info_span!("launch and wait").entered();
         let mut list = ctx.list();

@@ -28,6 +28,8 @@ enum Msg {
     Begin { context: u8, name: String, dynamic: bool, query: u16 },
     End { context: u8, query: u16 },
     Time { context: u8, query: u16, gpu: i64 },
+    Plot { name: String, value: f64, cpu: i64 },
+    FrameMark { name: String, cpu: i64 },
 }
 
 type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -95,6 +97,14 @@ impl TracyApi for Recorder {
     fn upload_gpu_timestamp(&mut self, context: u8, query: u16, gpu: i64) {
         self.push(Msg::Time { context, query, gpu });
     }
+    fn plot(&mut self, name: &str, value: f64) {
+        let cpu = (self.clock)();
+        self.push(Msg::Plot { name: name.to_owned(), value, cpu });
+    }
+    fn frame_mark(&mut self, name: &str) {
+        let cpu = (self.clock)();
+        self.push(Msg::FrameMark { name: name.to_owned(), cpu });
+    }
 }
 
 /// A zone as Tracy's server shows it.
@@ -124,6 +134,10 @@ struct ModelContext {
 #[derive(Debug, Default)]
 struct Model {
     contexts: HashMap<u8, ModelContext>,
+    /// Each plot's points (Tracy's clock, value), in the order sent.
+    plots: HashMap<String, Vec<(i64, f64)>>,
+    /// Each frame set's marks (Tracy's clock).
+    frames: HashMap<String, Vec<i64>>,
 }
 
 impl Model {
@@ -189,6 +203,16 @@ impl Model {
                     zone.end = shown;
                 }
             }
+            Msg::Plot { name, value, cpu } => {
+                let points = self.plots.entry(name).or_default();
+                assert!(points.last().is_none_or(|&(last, _)| last <= cpu), "a plot point back in time");
+                points.push((cpu, value));
+            }
+            Msg::FrameMark { name, cpu } => {
+                let marks = self.frames.entry(name).or_default();
+                assert!(marks.last().is_none_or(|&last| last <= cpu), "a frame mark back in time");
+                marks.push(cpu);
+            }
         }
     }
 
@@ -250,6 +274,7 @@ fn info(backend: &'static str) -> ContextInfo {
         name: "render queue".to_owned(),
         backend,
         base: Calibration { gpu_ns: 0, host_ns: 1_000_000 },
+        host_clock_origin: None,
     }
 }
 
@@ -1020,4 +1045,98 @@ fn a_list_emitted_after_its_lane_moved_on_is_shown_on_the_late_lane() {
     let late = model.named("gpu / late lists");
     assert_eq!(late.zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>(), ["held open"]);
     assert_eq!(model.zone_count(), 21);
+}
+
+/// A tracing context on the manual sim whose Tracy sink plots the counters.
+fn plotted_context(config: Config) -> (SimBackend, TracingContext<SimBackend>, Recorder) {
+    let sim = SimBackend::manual();
+    let tracy_clock = sim.clone();
+    let recorder = Recorder::new(Arc::new(move || tracy_clock.now()));
+    let host = sim.clone();
+    let ctx = TracingContext::builder(sim.clone())
+        .name("watched")
+        .config(config)
+        .sink(TracySink::with_api(recorder.clone(), move || host.now()).with_plots())
+        .build()
+        .unwrap();
+    (sim, ctx, recorder)
+}
+
+#[test]
+fn counters_reach_tracy_as_plots_that_rise_and_fall_with_the_stats() {
+    let mut config = Config::default();
+    (config.initial_capacity, config.max_capacity, config.batch) = (8, 16, 2);
+    let (sim, ctx, recorder) = plotted_context(config);
+    let stream = sim.stream();
+    sim.advance(1_000_000);
+    let mut expected = Vec::new();
+    let collect = |expected: &mut Vec<(usize, usize, usize)>| {
+        ctx.collect().unwrap();
+        let stats = ctx.stats();
+        let pending = stats.lists_submitted - stats.lists_collected;
+        expected.push((stats.in_use, stats.dropped_zones, pending));
+    };
+    for round in 0..3 {
+        // Lists of two zones until the pool is exhausted and zones drop; none has run yet.
+        for _ in 0..12 {
+            let mut list = ctx.list();
+            let _ = list.zone_begin(&stream, location!("pass"));
+            sim.launch(&stream, 10_000);
+            let _ = list.zone_next(&stream, location!("blit"));
+            sim.launch(&stream, 5_000);
+            let _ = list.zone_end(&stream);
+            ctx.submit(list).unwrap();
+            collect(&mut expected);
+        }
+        assert!(ctx.stats().dropped_zones > round, "round {round}: the pool ran out");
+        sim.advance(1_000_000);
+        collect(&mut expected);
+        assert_eq!(ctx.stats().in_use, 0, "round {round}: everything collected");
+    }
+    let model = Model::replay(&recorder.messages());
+    let values = |plot: &str| -> Vec<usize> {
+        let points = &model.plots[&format!("watched / {plot}")];
+        points.iter().map(|&(_, value)| value as usize).collect()
+    };
+    let in_use: Vec<usize> = expected.iter().map(|e| e.0).collect();
+    // Every value the stats showed after a collect is plotted, in order; there may be more
+    // points: a recording thread that finds the pool exhausted collects too (before it drops
+    // its zone), and each collect plots the counters.
+    let in_order = |plot: Vec<usize>, seen: Vec<usize>| {
+        let mut plot = plot.into_iter();
+        seen.iter().all(|v| plot.any(|p| p == *v))
+    };
+    assert!(
+        in_order(values("slots in use"), in_use.clone()),
+        "{:?} against {in_use:?}",
+        values("slots in use")
+    );
+    assert!(values("slots in use").iter().all(|&v| v <= 16));
+    assert!(in_order(values("zones dropped"), expected.iter().map(|e| e.1).collect()));
+    assert!(values("zones dropped").windows(2).all(|w| w[0] <= w[1]), "cumulative");
+    assert!(in_order(values("lists pending"), expected.iter().map(|e| e.2).collect()));
+    // A begin needs two free slots (its own and one kept for its end): one may stay free.
+    assert!(*in_use.iter().max().unwrap() >= 15, "the plot reaches the pool's maximum: {in_use:?}");
+    assert!(in_use.windows(2).any(|w| w[1] < w[0]), "and falls: {in_use:?}");
+    let lag = &model.plots["watched / collection lag (us)"];
+    assert!(!lag.is_empty() && lag.iter().all(|&(_, us)| us >= 0.0));
+}
+
+#[test]
+fn frames_reach_tracy_as_frame_marks_and_no_plot_is_sent_unless_asked() {
+    let (sim, ctx, recorder, _memory) = traced_context(Config::default());
+    let stream = sim.stream();
+    for frame in 0..5 {
+        ctx.frame(frame);
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("frame")).unwrap();
+        sim.launch(&stream, 1_000);
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        sim.advance(10_000);
+        ctx.collect().unwrap();
+    }
+    let model = Model::replay(&recorder.messages());
+    assert_eq!(model.frames["gpu / frames"].len(), 5);
+    assert!(model.plots.is_empty(), "plots were not asked for");
 }

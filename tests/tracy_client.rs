@@ -1,8 +1,9 @@
 //! The Tracy sink on the real, enabled `tracy-client` (feature `tracy`; CI adds
 //! `tracy-only-localhost`, and broadcast stays off). No profiler connects: the client queues
 //! everything in memory. Four threads record on four streams, so the sink makes four Tracy GPU
-//! contexts (one named by the user) through the real client. The test checks that nothing is
-//! lost in the crate's own accounting on the way.
+//! contexts (one named by the user) through the real client, with frame marks and the
+//! counters' plots. The test checks that nothing is lost in the crate's own accounting on the
+//! way.
 
 use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::tracy::TracySink;
@@ -18,7 +19,7 @@ fn a_full_run_through_the_enabled_client_loses_no_zone() {
     let sim = SimBackend::realtime();
     let ctx = TracingContext::builder(sim.clone())
         .name("tracy client test")
-        .sink(TracySink::for_backend(&sim))
+        .sink(TracySink::for_backend(&sim).with_plots())
         .build()
         .expect("the real client gives the first context an id");
 
@@ -31,7 +32,11 @@ fn a_full_run_through_the_enabled_client_loses_no_zone() {
                 if thread == 0 {
                     ctx.name_stream(&stream, "named stream");
                 }
-                for _ in 0..LISTS {
+                for n in 0..LISTS {
+                    if thread == 0 {
+                        // Frame marks and the counters' plots go through the real client too.
+                        ctx.frame(n as u64);
+                    }
                     let mut list = ctx.list();
                     list.zone_begin(&stream, location!("command buffer")).unwrap();
                     list.zone_begin(&stream, location!("dispatch")).unwrap();

@@ -9,7 +9,7 @@ use gpu_event_pool::backend::vulkan::{
     is_no_device, Anchors, Commands, SpinShader, VulkanBackend, VulkanDevice, VulkanQueue,
 };
 use gpu_event_pool::sink::memory::MemorySink;
-use gpu_event_pool::sink::Zone;
+use gpu_event_pool::sink::{ContextInfo, Sink, Zone, ZoneBatch};
 use gpu_event_pool::{location, Backend, DynamicLocation, EventList, Lane, RecordError, TracingContext};
 use std::io::Write;
 use std::time::Instant;
@@ -126,6 +126,7 @@ fn assert_accounted(ctx: &Ctx, zones: usize) {
     assert_eq!(stats.unaccounted(), 0, "{stats:?}");
     assert_eq!((stats.owned, stats.submitted), (0, 0), "{stats:?}");
     assert_eq!(ctx.free_slots_walked(), stats.capacity, "every slot is back: {stats:?}");
+    assert_eq!(stats.concurrent_lists, 0, "Vulkan lists are placed at submission: {stats:?}");
 }
 
 struct Gpu {
@@ -244,11 +245,16 @@ fn lists_recorded_out_of_order_are_emitted_in_submission_order() {
 fn threads_submitting(test: &str, threads: usize, queues: &[VulkanQueue], gpu: &Gpu) {
     const LISTS: usize = 6;
     let (ctx, sink) = context(&gpu.backend, 16, 4096);
+    // One command pool per thread, dropped (its drop waits for the device to be idle) only
+    // after every thread has stopped submitting: vkDeviceWaitIdle must not run beside
+    // another thread's vkQueueSubmit (host access to every queue is externally
+    // synchronized). A thread that dropped its pool while others submitted lost their
+    // timestamp writes on the NVIDIA driver (queries never available, times out of order).
+    let recorders: Vec<Recorder> = (0..threads).map(|_| Recorder::new(&gpu.device)).collect();
     std::thread::scope(|s| {
-        for t in 0..threads {
+        for (t, rec) in recorders.iter().enumerate() {
             let (ctx, queue) = (&ctx, &queues[t % queues.len()]);
             s.spawn(move || {
-                let rec = Recorder::new(&gpu.device);
                 for i in 0..LISTS {
                     let commands = rec.begin(queue);
                     let mut list = ctx.list();
@@ -289,6 +295,38 @@ fn threads_submitting(test: &str, threads: usize, queues: &[VulkanQueue], gpu: &
         assert!(duration(zone) >= 90 * US, "{test}: {zone:?}");
     }
     assert_accounted(&ctx, threads * LISTS * 2);
+}
+
+/// A sink that keeps the lane names it is given.
+struct LaneNames(std::sync::Arc<std::sync::Mutex<Vec<(Lane, String)>>>);
+
+impl Sink for LaneNames {
+    fn name_lane(&mut self, _: &ContextInfo, lane: Lane, name: &str) -> std::io::Result<()> {
+        self.0.lock().unwrap().push((lane, name.to_owned()));
+        Ok(())
+    }
+    fn zones(&mut self, _: &ContextInfo, _: ZoneBatch<'_>) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn name_queue_names_each_lane_of_a_queue_in_the_sinks() {
+    let Some(gpu) = gpu("name_queue_names_each_lane_of_a_queue_in_the_sinks") else { return };
+    let names = std::sync::Arc::default();
+    let sink = LaneNames(std::sync::Arc::clone(&names));
+    let ctx = TracingContext::builder(gpu.backend.clone()).sink(sink).build().unwrap();
+    let second = gpu.queue.new_lane();
+    ctx.name_queue(&gpu.queue, "queue 0");
+    ctx.name_queue(&second, "queue 0, second lane");
+    ctx.flush().unwrap();
+    assert_eq!(
+        *names.lock().unwrap(),
+        [
+            (Lane::Stream(gpu.queue.lane_key()), "queue 0".to_owned()),
+            (Lane::Stream(second.lane_key()), "queue 0, second lane".to_owned())
+        ]
+    );
 }
 
 #[test]

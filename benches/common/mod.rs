@@ -23,7 +23,9 @@ pub fn criterion_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CRITERION_HOME") {
         return PathBuf::from(dir);
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    // Benchmarks run in their package's folder (benches/): the default is the workspace's.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")), PathBuf::from);
     target.join("criterion")
 }
 

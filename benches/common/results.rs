@@ -1,4 +1,4 @@
-//! Benchmark results as JSON, one file per benchmark executable, for `examples/bench_report`.
+//! Benchmark results as JSON, one file per benchmark executable, for `bench_report.rs`.
 //!
 //! Written to `$BENCH_RESULTS_DIR`, else `$CARGO_TARGET_DIR/bench-results`, else
 //! `target/bench-results`. Each file holds the machine it ran on (cores available to the
@@ -129,7 +129,9 @@ pub fn results_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("BENCH_RESULTS_DIR") {
         return PathBuf::from(dir);
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    // Benchmarks run in their package's folder (benches/): the default is the workspace's.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")), PathBuf::from);
     target.join("bench-results")
 }
 

@@ -5,7 +5,7 @@
 use super::{DemoGpu, DemoResult, Stream};
 use gpu_event_pool::backend::vulkan::ash::vk;
 use gpu_event_pool::backend::vulkan::{SpinShader, VulkanBackend, VulkanDevice, VulkanQueue};
-use gpu_event_pool::{EventList, Lane, TracingContext};
+use gpu_event_pool::{EventList, TracingContext};
 
 /// Command buffers kept per queue before the queue is drained and they are freed.
 const PENDING: usize = 64;
@@ -72,7 +72,7 @@ impl DemoGpu for VulkanGpu {
     }
     fn new_queue(&self, ctx: &TracingContext<VulkanBackend>, name: String) -> DemoResult<QueueLane> {
         let lane = self.queue.new_lane();
-        ctx.name_lane(Lane::Stream(lane.lane_key()), name);
+        ctx.name_queue(&lane, name);
         let info = vk::CommandPoolCreateInfo::default().queue_family_index(self.device.queue_family());
         // Safety: a valid create info for the device's queue family.
         let pool = unsafe { self.device.device().create_command_pool(&info, None) }?;

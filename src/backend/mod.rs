@@ -10,9 +10,11 @@
 //! - `vulkan`: Vulkan timestamp queries through `ash` (feature `vulkan`).
 
 #[cfg(feature = "cuda")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub mod cuda;
 pub mod sim;
 #[cfg(feature = "vulkan")]
+#[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 pub mod vulkan;
 
 /// A failure reported by the GPU backend, with the call that failed.
@@ -53,9 +55,15 @@ pub struct Elapsed {
 }
 
 impl Elapsed {
-    /// `f32` milliseconds, rounded to the nearest nanosecond: not exact.
-    pub fn from_ms(ms: f32) -> Self {
-        Self { ns: (f64::from(ms) * 1e6).round() as i64, exact: false }
+    /// `f32` milliseconds, rounded to the nearest nanosecond: not exact. `None` when `ms` is
+    /// not a number, infinite, or beyond what `i64` nanoseconds hold (about 292 years).
+    pub fn from_ms(ms: f32) -> Option<Self> {
+        // 2^63, the first `f64` above `i64::MAX`; -2^63 is `i64::MIN`. The product is exact
+        // (a 24-bit significand times 1e6's 14-bit one), so the comparison is too.
+        const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+        let ns = (f64::from(ms) * 1e6).round();
+        // A NaN fails both comparisons.
+        (-LIMIT..LIMIT).contains(&ns).then_some(Self { ns: ns as i64, exact: false })
     }
 
     /// Exact nanoseconds.
@@ -156,10 +164,17 @@ pub trait Backend: Send + Sync + 'static {
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<Option<f32>, BackendError>;
     /// The time from `start` to `end`, or `None` if either has not completed yet. Never
     /// blocks. The collector reads every time through this. Default: [`elapsed_ms`](Self::elapsed_ms),
-    /// rounded to the nanosecond (not exact); a backend that reads absolute ticks overrides
-    /// it with exact nanoseconds (Vulkan).
+    /// rounded to the nanosecond (not exact), and an error for a reading that is no time
+    /// ([`Elapsed::from_ms`] refuses it: call `Backend::elapsed_ms`, code `<ms> ms is out of
+    /// range`); a backend that reads absolute ticks overrides it with exact nanoseconds
+    /// (Vulkan).
     fn elapsed(&self, start: &Self::Event, end: &Self::Event) -> Result<Option<Elapsed>, BackendError> {
-        Ok(self.elapsed_ms(start, end)?.map(Elapsed::from_ms))
+        match self.elapsed_ms(start, end)? {
+            None => Ok(None),
+            Some(ms) => Elapsed::from_ms(ms)
+                .map(Some)
+                .ok_or_else(|| BackendError::new("Backend::elapsed_ms", format!("{ms} ms is out of range"))),
+        }
     }
     /// The host clock, in nanoseconds (monotonic, arbitrary origin).
     fn host_now_ns(&self) -> i64;
@@ -176,6 +191,7 @@ pub trait Backend: Send + Sync + 'static {
 /// `panicked: <message>`): the crate's protocols (counters raised around a call, slots taken
 /// for it) must survive a backend that panics, as they survive one that fails. Costs nothing
 /// unless the call unwinds.
+#[inline]
 pub(crate) fn guarded<T>(
     call: &'static str,
     f: impl FnOnce() -> Result<T, BackendError>,
@@ -184,6 +200,16 @@ pub(crate) fn guarded<T>(
         Ok(result) => result,
         Err(panic) => Err(BackendError::new(call, format!("panicked: {}", panic_message(panic.as_ref())))),
     }
+}
+
+/// [`Backend::create_event`], a panic caught as its error ([`guarded`]).
+pub(crate) fn create_event<B: Backend>(backend: &B) -> Result<B::Event, BackendError> {
+    guarded("Backend::create_event", || backend.create_event())
+}
+
+/// [`Backend::host_now_ns`], a panic caught as its error ([`guarded`]).
+pub(crate) fn host_now<B: Backend>(backend: &B) -> Result<i64, BackendError> {
+    guarded("Backend::host_now_ns", || Ok(backend.host_now_ns()))
 }
 
 /// The message of a caught panic, when it has one.

@@ -21,8 +21,7 @@
 //! Every backend call here goes through [`guarded`]: a backend that panics fails the call,
 //! it does not unwind through the collector.
 
-use super::mapping::{Estimator, HostMapping, Pair, STARTUP_PAIRS};
-use crate::backend::{guarded, Backend, BackendError, Elapsed};
+use crate::backend::{create_event, guarded, host_now, Backend, BackendError, Elapsed};
 use crate::sink::Calibration;
 use crate::sync::{lock, Arc, Mutex};
 use std::collections::VecDeque;
@@ -31,6 +30,9 @@ use std::time::Duration;
 /// Anchors kept for placing lists collected late: at one per `anchor_interval` (5 ms by
 /// default), the last 320 ms or more.
 pub(crate) const ANCHORS: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 64 };
+
+/// Calibration pairs taken when the context is made, while its GPU is idle.
+pub(crate) const STARTUP_PAIRS: usize = if cfg!(gpu_event_pool_loom) { 1 } else { 4 };
 
 /// Distances under this many nanoseconds (16 ms) survive `f32` milliseconds exactly: below
 /// 16 ms an `f32` step is at most 2^-20 ms (0.95 ns), so rounding back to whole nanoseconds
@@ -135,76 +137,123 @@ pub(crate) fn place<B: Backend>(
     read(&nearest)
 }
 
-/// The emitter's side of the timeline: the anchors' stream, the anchor being recorded, the
-/// spare anchor events, and the mapping to host time. Only the emitting collector touches it;
-/// the anchors themselves are shared ([`Anchors`]).
-pub(crate) struct Clock<B: Backend> {
+/// A calibration taken by the keeper of the anchors, for the emitter: a new anchor's pair
+/// (the host time read before it was recorded, a lower bound of the clocks' offset) and the
+/// host time read just after it was found complete (an upper bound).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Observation {
+    pub(crate) at: Calibration,
+    pub(crate) observed_ns: i64,
+}
+
+/// The context's timeline, shared by every collector: the completed anchors (readers place
+/// lists against them), the keeper that records and completes new anchors (whichever
+/// collector finds it free, in its read phase: never the emitter, whose lock must not wait
+/// on a driver call), and the calibrations taken and not yet handed to the emitter.
+pub(crate) struct Timeline<B: Backend> {
+    anchors: Anchors<B::Event>,
+    keeper: Mutex<Keeper<B>>,
+    /// Observations for the emitter; the lock is held only to push or take them.
+    news: Mutex<Vec<Observation>>,
+}
+
+/// The anchors' stream, the anchor being recorded, and the spare anchor events: touched by
+/// one collector at a time.
+struct Keeper<B: Backend> {
     stream: B::Stream,
-    anchors: Arc<Anchors<B::Event>>,
     /// An anchor recorded but not yet complete, with the host time it was recorded at.
     pending: Option<(B::Event, i64)>,
     /// Host time the pending anchor was last asked whether it is complete.
     polled_ns: i64,
     /// Anchor events not in use.
     spare: Vec<B::Event>,
-    /// Calibration pairs to the offset estimate, and the one mapping it leads.
-    estimator: Estimator,
-    mapping: HostMapping,
 }
 
-impl<B: Backend> Clock<B> {
-    /// Makes the clock: its stream and the base event (recorded and waited for, like the
-    /// seed's calibration), GPU time 0, then [`STARTUP_PAIRS`] calibration pairs while the GPU
-    /// is idle, which set the mapping. Returns the base calibration pair too.
+impl<B: Backend> Timeline<B> {
+    /// Makes the timeline: its stream and the base event (recorded and waited for, like the
+    /// seed's calibration), GPU time 0, then [`STARTUP_PAIRS`] calibrations while the GPU is
+    /// idle (waiting for each), left for the emitter. Returns the base calibration pair too.
     pub(crate) fn new(backend: &B) -> Result<(Self, Calibration), BackendError> {
         let stream = guarded("create_stream", || backend.create_stream())?;
-        let base = guarded("create_event", || backend.create_event())?;
-        let spare = guarded("create_event", || backend.create_event())?;
+        let base = create_event(backend)?;
+        let spare = create_event(backend)?;
         let exact = guarded("record_anchor", || backend.record_anchor(&base, &stream))?;
         guarded("wait", || backend.wait(&base))?;
-        let at = Calibration { gpu_ns: 0, host_ns: exact.unwrap_or_else(|| backend.host_now_ns()) };
+        let host_ns = match exact {
+            Some(host_ns) => host_ns,
+            None => host_now(backend)?,
+        };
+        let at = Calibration { gpu_ns: 0, host_ns };
         let list = VecDeque::from([Arc::new(Anchor { event: base, at, drift: 0 })]);
-        let mut clock = Self {
-            stream,
-            anchors: Arc::new(Anchors { list: Mutex::new(list) }),
-            pending: None,
-            polled_ns: i64::MIN,
-            spare: vec![spare],
-            estimator: Estimator::new(),
-            mapping: HostMapping::new(),
+        let timeline = Self {
+            anchors: Anchors { list: Mutex::new(list) },
+            keeper: Mutex::new(Keeper { stream, pending: None, polled_ns: i64::MIN, spare: vec![spare] }),
+            news: Mutex::new(Vec::new()),
         };
         for _ in 0..STARTUP_PAIRS {
-            clock.refresh(backend, Duration::ZERO, true)?;
+            timeline.refresh(backend, Duration::ZERO, true)?;
         }
-        Ok((clock, at))
-    }
-
-    /// The anchors, for the readers.
-    pub(crate) fn anchors(&self) -> &Arc<Anchors<B::Event>> {
-        &self.anchors
+        Ok((timeline, at))
     }
 
     /// Promotes a completed pending anchor, and records a new one when the newest is older
-    /// than `interval` (or when `wait`: flush ends on a fresh anchor). Returns the new
-    /// anchor's calibration pair when one was promoted, for the sinks.
-    pub(crate) fn refresh(
+    /// than `interval`; with `wait` (a flush, which ends on a fresh anchor), records one and
+    /// waits for it. Without `wait`, does nothing when another collector keeps the anchors
+    /// now. A new anchor's calibration is left for the emitter ([`take_news`](Self::take_news)).
+    pub(crate) fn refresh(&self, backend: &B, interval: Duration, wait: bool) -> Result<(), BackendError> {
+        let mut keeper = if wait {
+            lock(&self.keeper)
+        } else {
+            match crate::sync::try_lock(&self.keeper) {
+                Some(keeper) => keeper,
+                None => return Ok(()),
+            }
+        };
+        if let Some(observation) = keeper.refresh(backend, &self.anchors, interval, wait)? {
+            lock(&self.news).push(observation);
+        }
+        Ok(())
+    }
+
+    /// Moves the calibrations taken since the last call into `into`, oldest first.
+    pub(crate) fn take_news(&self, into: &mut Vec<Observation>) {
+        into.append(&mut lock(&self.news));
+    }
+
+    /// The completed anchors, for the readers.
+    pub(crate) fn anchors(&self) -> &Anchors<B::Event> {
+        &self.anchors
+    }
+
+    /// GPU time of the oldest anchor kept: nothing emitted is placed from before it.
+    pub(crate) fn oldest_gpu_ns(&self) -> i64 {
+        self.anchors.oldest_gpu_ns()
+    }
+}
+
+impl<B: Backend> Keeper<B> {
+    /// [`Timeline::refresh`] with the keeper held: the new anchor's observation, if one
+    /// completed.
+    fn refresh(
         &mut self,
         backend: &B,
+        anchors: &Anchors<B::Event>,
         interval: Duration,
         wait: bool,
-    ) -> Result<Option<Calibration>, BackendError> {
-        let newest = self.anchors.newest();
+    ) -> Result<Option<Observation>, BackendError> {
+        let newest = anchors.newest();
         if self.pending.is_none() {
-            let age = backend.host_now_ns() - newest.at.host_ns;
+            let age = host_now(backend)? - newest.at.host_ns;
             let stale = u128::try_from(age).unwrap_or(0) >= interval.as_nanos();
             if stale || wait {
                 let event = match self.spare.pop() {
                     Some(event) => event,
-                    None => guarded("create_event", || backend.create_event())?,
+                    None => create_event(backend)?,
                 };
-                let host_ns = backend.host_now_ns();
-                match guarded("record_anchor", || backend.record_anchor(&event, &self.stream)) {
-                    Ok(exact) => self.pending = Some((event, exact.unwrap_or(host_ns))),
+                let record = || guarded("record_anchor", || backend.record_anchor(&event, &self.stream));
+                let recorded = host_now(backend).and_then(|host_ns| Ok((host_ns, record()?)));
+                match recorded {
+                    Ok((host_ns, exact)) => self.pending = Some((event, exact.unwrap_or(host_ns))),
                     Err(e) => {
                         self.spare.push(event);
                         return Err(e);
@@ -217,9 +266,9 @@ impl<B: Backend> Clock<B> {
             guarded("wait", || backend.wait(event))?;
         } else {
             // Asked at most every sixteenth of the interval: on CUDA each ask is a driver call,
-            // which waits behind every recording thread's, and an emitter that asked on every
-            // emit would spend most of its time there. An anchor found late is no less exact.
-            let now = backend.host_now_ns();
+            // which waits behind every recording thread's. An anchor found late is no less
+            // exact.
+            let now = host_now(backend)?;
             if now.saturating_sub(self.polled_ns) < poll_gap(interval) {
                 return Ok(None);
             }
@@ -228,12 +277,18 @@ impl<B: Backend> Clock<B> {
         let Some(step) = guarded("elapsed", || backend.elapsed(&newest.event, event))? else {
             return Ok(None);
         };
+        // Read after the anchor was found complete: the GPU reached it before.
+        let observed_ns = host_now(backend)?;
         let (event, host_ns) = self.pending.take().expect("checked above");
-        let at = Calibration { gpu_ns: newest.at.gpu_ns + step.ns, host_ns };
-        let anchor = Anchor { event, at, drift: newest.drift + reading_bound(step) };
+        let Some(gpu_ns) = newest.at.gpu_ns.checked_add(step.ns) else {
+            self.spare.push(event);
+            return Err(BackendError::new("elapsed", "an anchor's time is out of range"));
+        };
+        let at = Calibration { gpu_ns, host_ns };
+        let anchor = Anchor { event, at, drift: newest.drift.saturating_add(reading_bound(step)) };
         drop(newest);
         let retired = {
-            let mut list = lock(&self.anchors.list);
+            let mut list = lock(&anchors.list);
             list.push_back(Arc::new(anchor));
             if list.len() > ANCHORS {
                 list.pop_front()
@@ -246,32 +301,6 @@ impl<B: Backend> Clock<B> {
         if let Some(Ok(oldest)) = retired.map(Arc::try_unwrap) {
             self.spare.push(oldest.event);
         }
-        if let Some(line) = self.estimator.observe(Pair { gpu: at.gpu_ns, offset: at.host_ns - at.gpu_ns }) {
-            self.mapping.aim(line);
-        }
-        Ok(Some(at))
-    }
-
-    /// [`place`], from the emitter.
-    pub(crate) fn place(&self, backend: &B, event: &B::Event) -> Result<Placed, BackendError> {
-        place(backend, &self.anchors, event)
-    }
-
-    /// Host time of a GPU time, through the one mapping (`mapping.rs`): a function of the
-    /// GPU time alone, non-decreasing, never moving a time already mapped.
-    pub(crate) fn host_time(&mut self, gpu_ns: i64) -> i64 {
-        self.mapping.host_time(gpu_ns)
-    }
-
-    /// The one offset that maps every GPU time from `first` to `last` (`host_time` of each
-    /// is that time plus it), when the mapping is flat over the span (no correction or drift
-    /// under way: the usual case), fixing the mapping up to `last`; `None` otherwise.
-    pub(crate) fn flat_offset(&mut self, first: i64, last: i64) -> Option<i64> {
-        self.mapping.flat_offset(first, last)
-    }
-
-    /// GPU time of the oldest anchor kept: nothing emitted is placed from before it.
-    pub(crate) fn oldest_gpu_ns(&self) -> i64 {
-        self.anchors.oldest_gpu_ns()
+        Ok(Some(Observation { at, observed_ns }))
     }
 }

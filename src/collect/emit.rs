@@ -5,10 +5,14 @@
 //! caught and reported, the other sinks still called); release every emitted list's slots
 //! with one CAS.
 
-use super::clock::{Anchors, Clock};
+use super::clock::{Observation, Timeline};
+use super::concurrent::ConcurrentLists;
+use super::mapping::HostClock;
 use super::report::CollectReport;
-use crate::backend::{panic_message, Backend, Lane};
+use super::watch::Watch;
+use crate::backend::{guarded, panic_message, Backend, BackendError, Lane};
 use crate::error::Error;
+use crate::launch::Launch;
 use crate::shared::lanes::{LaneSeq, ENTRIES};
 use crate::shared::record::{ListKind, ListRecord};
 use crate::shared::Inner;
@@ -20,16 +24,29 @@ use std::collections::{BTreeMap, HashMap};
 /// In `Emitter::waiting`, a place given up by a list dropped unsubmitted (no slot).
 const VOID: u32 = NIL;
 
-/// A lane the hold limit moved on, and its report.
+/// What the hold limit reports: a lane it moved on (its entry), or a failure to read the
+/// host clock it is measured on (no entry).
 struct HeldLane {
-    entry: u32,
+    entry: Option<u32>,
     error: Error,
+}
+
+/// A place later lists of its lane wait for.
+#[derive(Debug, Clone, Copy)]
+struct Stall {
+    place: u64,
+    /// When the list holding it took it (`Holder::started_ns`); `None` once the list was
+    /// handed to the collector (submitted or given up): it is on its way, and no limit applies.
+    since: Option<i64>,
 }
 
 /// State only the emitting collector touches (behind the collector's emitter lock).
 pub(crate) struct Emitter<B: Backend> {
-    /// The anchors and the GPU-to-host mapping.
-    clock: Clock<B>,
+    /// The anchors (kept by the readers), and the GPU-to-host mapping (the emitter's).
+    timeline: Arc<Timeline<B>>,
+    clock: HostClock,
+    /// Calibrations taken from the timeline, reused from phase to phase.
+    news: Vec<Observation>,
     /// Per lane-table entry: the place of the next list to emit.
     next_place: Vec<u64>,
     /// Read lists waiting for an earlier list of their lane: entry -> place -> first slot.
@@ -37,15 +54,18 @@ pub(crate) struct Emitter<B: Backend> {
     waiting_lists: usize,
     /// Per lane, the latest end emitted on it (the order guard, see `keep_lane_order`).
     lane_end: HashMap<Lane, LaneEnd>,
+    concurrent: ConcurrentLists,
     /// Per lane-table entry whose later lists wait for a place: that place, and since when
-    /// (host ns) they have waited (the hold limit).
-    stalled: HashMap<u32, (u64, i64)>,
+    /// (host ns) its holder has held it (the hold limit).
+    stalled: HashMap<u32, Stall>,
     taken: Vec<u32>,
     /// The sinks, in the order they were added; `None` once one panicked (never called again).
     sinks: Vec<Option<Box<dyn Sink>>>,
     /// How many panicked.
     stopped: usize,
     info: ContextInfo,
+    /// Frame marks and counters for the sinks (watch.rs).
+    watch: Watch,
 }
 
 /// The latest end emitted on a lane, and the bounds of the read that placed it.
@@ -65,23 +85,40 @@ impl<B: Backend> Emitter<B> {
         name: &str,
         sinks: Vec<Box<dyn Sink>>,
     ) -> Result<(Self, ContextInfo), Error> {
-        let (clock, at) = Clock::new(backend)?;
-        let info = ContextInfo { id, name: name.to_owned(), backend: backend.name(), base: at };
+        let (timeline, at) = Timeline::new(backend)?;
+        let info = ContextInfo {
+            id,
+            name: name.to_owned(),
+            backend: backend.name(),
+            base: at,
+            host_clock_origin: backend.host_clock_origin(),
+        };
+        // The start-up calibrations set the clock; sinks hear of anchors taken from now on.
+        let (mut clock, mut news) = (HostClock::new(), Vec::new());
+        timeline.take_news(&mut news);
+        for observation in news.drain(..) {
+            clock.calibrate(observation.at.gpu_ns, observation.at.host_ns, observation.observed_ns);
+        }
         let mut emitter = Self {
+            timeline: Arc::new(timeline),
             clock,
+            news,
             next_place: vec![0; ENTRIES],
             waiting: HashMap::new(),
             waiting_lists: 0,
             lane_end: HashMap::new(),
+            concurrent: ConcurrentLists::new(B::PLACEMENT),
             stalled: HashMap::new(),
             taken: Vec::new(),
             sinks: sinks.into_iter().map(Some).collect(),
             stopped: 0,
             info: info.clone(),
+            watch: Watch::new(false),
         };
         if let Some(e) = emitter.each_sink(|sink, info| sink.open(info)) {
             return Err(e);
         }
+        emitter.watch = Watch::new(emitter.sinks.iter().flatten().any(|sink| sink.wants_counters()));
         Ok((emitter, info))
     }
 
@@ -124,7 +161,6 @@ impl<B: Backend> Emitter<B> {
     pub(crate) fn emit_phase(
         &mut self,
         ctx: &Inner<B>,
-        wait: bool,
         force: bool,
         report: &mut CollectReport,
     ) -> Option<Error> {
@@ -140,15 +176,17 @@ impl<B: Backend> Emitter<B> {
                 fail(report, e);
             }
         }
-        match self.clock.refresh(&ctx.backend, ctx.config.anchor_interval, wait) {
-            Ok(Some(at)) => {
-                if let Some(e) = self.each_sink(|sink, info| sink.calibrate(info, at)) {
-                    fail(report, e);
-                }
+        // The anchors completed since (the readers keep them: no backend call here).
+        self.timeline.take_news(&mut self.news);
+        let mut news = std::mem::take(&mut self.news);
+        for observation in news.drain(..) {
+            let at = observation.at;
+            self.clock.calibrate(at.gpu_ns, at.host_ns, observation.observed_ns);
+            if let Some(e) = self.each_sink(|sink, info| sink.calibrate(info, at)) {
+                fail(report, e);
             }
-            Ok(None) => {}
-            Err(e) => fail(report, e.into()),
         }
+        self.news = news;
         ctx.read.take_all(&ctx.pool, &mut self.taken);
         let mut touched = Vec::new();
         let mut release: Option<Chain> = None;
@@ -180,7 +218,7 @@ impl<B: Backend> Emitter<B> {
             }
         }
         for held in self.release_held_lanes(ctx) {
-            touched.push(held.entry);
+            touched.extend(held.entry);
             fail(report, held.error);
         }
         if force {
@@ -215,60 +253,112 @@ impl<B: Backend> Emitter<B> {
                 heads.push(head);
             }
         }
+        for concurrent in self.concurrent.take_reports() {
+            fail(report, concurrent);
+        }
         // Submitted -> Free: every collected list in one CAS.
         if let Some(chain) = release {
             ctx.pool.release_submitted(chain);
         }
-        let oldest = self.clock.oldest_gpu_ns();
+        if let Some(e) = self.deliver_watch(ctx) {
+            fail(report, e);
+        }
+        let oldest = self.timeline.oldest_gpu_ns();
         self.lane_end.retain(|_, lane| lane.end >= oldest);
+        self.concurrent.forget_before(oldest);
         let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         ctx.counters.emitter_ns.fetch_add(spent, Ordering::Relaxed);
         ctx.counters.sinks_stopped.store(self.stopped, Ordering::Relaxed);
         error
     }
 
-    /// Lanes whose later lists have waited longer than the hold limit for a place held by a
-    /// list still being recorded: each moves on past that place (the list is emitted late
-    /// when it comes), and is reported once.
+    /// Hands the sinks the frame marks and, if one wants it, a sample of the counters
+    /// (watch.rs).
+    fn deliver_watch(&mut self, ctx: &Inner<B>) -> Option<Error> {
+        let (marks, sample) = self.watch.take(ctx);
+        let mut error = None;
+        for mark in marks {
+            if let Some(e) = self.each_sink(|sink, info| sink.frame(info, mark)) {
+                error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = sample.and_then(|sample| self.each_sink(|sink, info| sink.counters(info, &sample))) {
+            error.get_or_insert(e);
+        }
+        error
+    }
+
+    /// Lanes whose next place is held by a list still being recorded for longer than the
+    /// hold limit, measured from when that list took the place (`Holder::started_ns`), while
+    /// later lists of the lane wait: each moves on past that place (the list is emitted late
+    /// when it comes), and is reported once. A lane held by several such lists in a row moves
+    /// past each that is over the limit, in this one call.
+    ///
+    /// The lane table is asked once when a lane is first seen waiting on a place, and again
+    /// only once that place's holder is past the limit; never waiting for its lane lock,
+    /// which recorders take (a lane a recorder holds now is asked at the next emit).
+    /// The host clock is read once per call (once per emit phase), through `guarded`: a
+    /// backend that fails or panics there fails this call's hold-limit check (the emit
+    /// phase's error, counted; no lane moved), and never unwinds through the collector.
     fn release_held_lanes(&mut self, ctx: &Inner<B>) -> Vec<HeldLane> {
-        let mut held = Vec::new();
         let limit = i64::try_from(ctx.config.hold_limit.as_nanos()).unwrap_or(i64::MAX);
-        let now = ctx.backend.host_now_ns();
+        let now = match host_now(&ctx.backend) {
+            Ok(now) => now,
+            Err(e) => return vec![HeldLane { entry: None, error: e.into() }],
+        };
+        let mut held = Vec::new();
         let (waiting, stalled, next_place) = (&self.waiting, &mut self.stalled, &mut self.next_place);
         stalled.retain(|entry, _| waiting.contains_key(entry));
-        for (&entry, lists) in waiting {
+        // In entry order, not the map's: under loom every execution must take the lane locks
+        // below in the same order.
+        let mut entries: Vec<u32> = waiting.keys().copied().collect();
+        entries.sort_unstable();
+        for entry in entries {
+            let lists = &waiting[&entry];
             let next = &mut next_place[entry as usize];
-            if lists.contains_key(next) {
+            loop {
+                if lists.contains_key(next) {
+                    stalled.remove(&entry);
+                    break;
+                }
+                let place = LaneSeq { entry, seq: *next };
+                let stall = match stalled.get(&entry) {
+                    Some(stall) if stall.place == *next => *stall,
+                    _ => {
+                        // A recorder holds the lane's lock now: ask at the next emit.
+                        let Some(holder) = ctx.lanes.try_holder(place) else { break };
+                        let stall = Stall { place: *next, since: holder.map(|holder| holder.started_ns) };
+                        stalled.insert(entry, stall);
+                        stall
+                    }
+                };
+                // Handed to the collector (submitted, or given up): it waits for the GPU or a
+                // reader, not for its recorder.
+                let Some(since) = stall.since else { break };
+                if now.saturating_sub(since) < limit {
+                    break;
+                }
+                let holder = match ctx.lanes.try_holder(place) {
+                    None => break,
+                    Some(None) => {
+                        stalled.insert(entry, Stall { place: *next, since: None });
+                        break;
+                    }
+                    Some(Some(holder)) => holder,
+                };
+                let held_for = now.saturating_sub(holder.started_ns);
+                *next += 1;
                 stalled.remove(&entry);
-                continue;
+                ctx.counters.lanes_released.fetch_add(1, Ordering::Relaxed);
+                let location = &holder.location;
+                let error = Error::LaneHeld {
+                    lane: holder.lane,
+                    list_id: holder.list_id,
+                    location: format!("{} at {}:{}", location.name(), location.file(), location.line()),
+                    held_for: std::time::Duration::from_nanos(held_for.unsigned_abs()),
+                };
+                held.push(HeldLane { entry: Some(entry), error });
             }
-            // How long later lists have waited for this place: only a stall longer than the
-            // limit asks the lane table who holds it (a lane lock, which recorders take).
-            let since = stalled.entry(entry).or_insert((*next, now));
-            if since.0 != *next {
-                *since = (*next, now);
-            }
-            if now.saturating_sub(since.1) < limit {
-                continue;
-            }
-            let place = LaneSeq { entry, seq: *next };
-            let Some(holder) = ctx.lanes.holder(place) else {
-                // Submitted: it waits for the GPU, not for its recorder.
-                since.1 = now;
-                continue;
-            };
-            let held_for = now.saturating_sub(holder.started_ns);
-            *next += 1;
-            stalled.remove(&entry);
-            ctx.counters.lanes_released.fetch_add(1, Ordering::Relaxed);
-            let location = &holder.location;
-            let error = Error::LaneHeld {
-                lane: holder.lane,
-                list_id: holder.list_id,
-                location: format!("{} at {}:{}", location.name(), location.file(), location.line()),
-                held_for: std::time::Duration::from_nanos(held_for.unsigned_abs()),
-            };
-            held.push(HeldLane { entry, error });
         }
         held
     }
@@ -300,9 +390,9 @@ impl<B: Backend> Emitter<B> {
         self.waiting_lists
     }
 
-    /// The clock's anchors, which readers place lists against.
-    pub(crate) fn anchors(&self) -> &Arc<Anchors<B::Event>> {
-        self.clock.anchors()
+    /// The timeline, which readers keep and place lists against.
+    pub(crate) fn timeline(&self) -> &Arc<Timeline<B>> {
+        &self.timeline
     }
 
     /// Emits the list at `first` (a read list: its zones; a failed one: counted as dropped; a
@@ -318,15 +408,9 @@ impl<B: Backend> Emitter<B> {
         let mut record = head.record.with_mut(|r| unsafe { std::mem::take(&mut *r) });
         let chain = Chain { first, last: record.list_last, len: record.list_len };
         let mut failure = None;
+        // Read lists were placed by their reader (one that could not failed its list).
         let placed = match record.list_kind {
-            ListKind::Read if record.list_placed.is_some() => record.list_placed,
-            ListKind::Read => match self.clock.place(&ctx.backend, &head.event) {
-                Ok(placed) => Some(placed),
-                Err(e) => {
-                    failure = Some(e.into());
-                    None
-                }
-            },
+            ListKind::Read => record.list_placed,
             ListKind::Failed | ListKind::Submitted => None,
         };
         report.lists += 1;
@@ -343,10 +427,13 @@ impl<B: Backend> Emitter<B> {
         };
         let mut zones = std::mem::take(&mut record.zones);
         for zone in &mut zones {
-            zone.gpu_begin_ns += base;
-            zone.gpu_end_ns += base;
+            zone.gpu_begin_ns = zone.gpu_begin_ns.saturating_add(base);
+            zone.gpu_end_ns = zone.gpu_end_ns.saturating_add(base);
+            zone.frame = record.list_frame;
         }
         self.keep_lane_order(ctx, &mut zones, record.lane, drift, bound);
+        self.concurrent.check(&ctx.counters.concurrent_lists, &record, &zones);
+        self.bound_the_offset(&record, &zones);
         let first = zones.iter().map(|z| z.gpu_begin_ns).min().unwrap_or(0);
         let last = zones.iter().map(|z| z.gpu_end_ns).max().unwrap_or(0);
         match self.clock.flat_offset(first, last) {
@@ -364,6 +451,20 @@ impl<B: Backend> Emitter<B> {
                 }
             }
         }
+        for zone in &mut zones {
+            // The GPU cannot begin before the host asked: a zone the mapping (fixed before
+            // this bound was known) put before its launch is drawn from its launch on.
+            // (Not before the launch's first nanosecond, where a trace's arrow leaves it.)
+            let floor = |l: &Launch| {
+                l.host_begin_ns.saturating_add(l.host_end_ns.saturating_sub(l.host_begin_ns).clamp(0, 1))
+            };
+            if let Some(floor) = zone.launch.as_ref().map(floor).filter(|&floor| floor > zone.host_begin_ns) {
+                zone.host_begin_ns = floor;
+                zone.host_end_ns = zone.host_end_ns.max(zone.host_begin_ns);
+                ctx.counters.zones_moved_to_launch.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.watch.emitted(&zones);
         let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
         if let Some(e) = self.each_sink(|sink, info| sink.zones(info, batch)) {
             ctx.counters.sink_failures.fetch_add(1, Ordering::Relaxed);
@@ -373,6 +474,24 @@ impl<B: Backend> Emitter<B> {
         ctx.counters.zones_emitted.fetch_add(zones.len(), Ordering::Relaxed);
         ctx.zone_buffers.give_back(zones);
         (chain, failure)
+    }
+
+    /// Tells the clock what the list says of the offset: the host time read before its first
+    /// event was recorded, and its tightest launch (the host time read before recording a
+    /// zone's begin), each a lower bound at that event's GPU time.
+    fn bound_the_offset(&mut self, record: &ListRecord, zones: &[Zone]) {
+        if let (Some(host), Some(first)) = (record.first_host_ns, zones.first()) {
+            self.clock.lower_bound(first.gpu_begin_ns, host);
+        }
+        let tightest = zones
+            .iter()
+            .filter_map(|z| {
+                z.launch.map(|l| (l.host_begin_ns.saturating_sub(z.gpu_begin_ns), z.gpu_begin_ns))
+            })
+            .max();
+        if let Some((offset, gpu)) = tightest {
+            self.clock.lower_bound(gpu, gpu.saturating_add(offset));
+        }
     }
 
     /// The order guard: zones on a list's home lane never start before the latest end
@@ -407,11 +526,39 @@ impl<B: Backend> Emitter<B> {
         }
     }
 
+    /// Finishes the sinks: drops each (a Chrome trace closes its array then), in the order
+    /// they were added; none is called again. A sink that panics in its drop is reported (the
+    /// first such panic is returned) and counted in `Stats::sink_failures`.
+    pub(crate) fn finish_sinks(&mut self, ctx: &Inner<B>) -> Option<Error> {
+        let mut error = None;
+        for (index, sink) in self.sinks.iter_mut().enumerate() {
+            let Some(sink) = sink.take() else { continue };
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(sink))) {
+                ctx.counters.sink_failures.fetch_add(1, Ordering::Relaxed);
+                error.get_or_insert(Error::SinkPanicked(format!(
+                    "sink {index} panicked when finished (dropped): {}",
+                    panic_message(panic.as_ref())
+                )));
+            }
+        }
+        error
+    }
+
+    /// Flushes every sink; a flush that failed (or panicked) is counted in
+    /// `Stats::sink_failures`, once per call, as a failed batch is.
     pub(crate) fn flush_sinks(&mut self, ctx: &Inner<B>) -> Option<Error> {
         let error = self.each_sink(|sink, _| sink.flush());
+        if error.is_some() {
+            ctx.counters.sink_failures.fetch_add(1, Ordering::Relaxed);
+        }
         ctx.counters.sinks_stopped.store(self.stopped, Ordering::Relaxed);
         error
     }
+}
+
+/// The backend's host clock, a panic caught as a failure (`guarded`).
+fn host_now<B: Backend>(backend: &B) -> Result<i64, BackendError> {
+    guarded("host_now_ns", || Ok(backend.host_now_ns()))
 }
 
 /// Clears the records of a list whose times could not be read (its head record, already
@@ -435,3 +582,6 @@ fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Chain) 
         }
     });
 }
+
+#[cfg(all(test, not(gpu_event_pool_loom)))]
+mod tests;

@@ -1,138 +1,45 @@
 //! The one mapping of GPU time to host time, for every sink of a context.
 //!
-//! The collector learns the offset between the two clocks from *calibration pairs*: the host
-//! time read just before an anchor event is recorded, and that anchor's GPU time. The GPU
-//! reaches the anchor after the host read it (later still when the GPU is busy: measured up
-//! to a millisecond on an H200 under load), so every pair's `host - gpu` is a lower bound of
-//! the true offset, and the largest is the most exact ([`Estimator`]). Tracy's Vulkan client
-//! filters its calibrations the same way.
-//!
-//! The mapping itself ([`HostMapping`]) is `host = gpu + offset(gpu)`, where `offset` is
-//! piecewise linear in GPU time:
+//! The estimate of the offset between the clocks is a line of GPU time (`estimator.rs`); the
+//! mapping itself ([`HostMapping`]) is `host = gpu + offset(gpu)`, where `offset` is
+//! piecewise linear in GPU time and leads to that line:
 //!
 //! - **A function of GPU time alone.** Once a GPU time has been mapped, the mapping up to it
 //!   (the *frontier*) never changes: a new estimate only re-plans the mapping beyond the
 //!   frontier. Whatever list, lane or collect call a zone comes from, its host time depends
 //!   on its GPU time only.
 //! - **Monotone and continuous.** A new estimate is reached by slewing the offset from the
-//!   frontier, never by a step: at [`SLEW`] (500 ppm, Linux's `adjtime` limit) for an error
-//!   up to 10 µs, faster for a larger one so that it is done within [`SLEW_SPAN_NS`] (20 ms)
-//!   of GPU time, but never faster than [`SLEW_MAX`] (5%). So `g1 <= g2` gives `h1 <= h2`,
-//!   and no time already emitted moves.
-//! - **Rate 1.** Between corrections the offset changes only by the measured drift, taken as
-//!   0 below [`DRIFT_FLOOR`] (1 ppm) or until it is measured over [`DRIFT_BASELINE_NS`] (2 s):
-//!   host durations then equal GPU durations to the nanosecond. A zone that spans a
-//!   correction is longer or shorter by at most the correction (and by at most the slew rate
-//!   of its duration).
-//!
-//! The context is calibrated when it is made, on an idle GPU ([`STARTUP_PAIRS`] pairs): the
-//! first estimate is then within a record's latency of the truth, and later corrections are
-//! rare and small.
+//!   frontier, never by a step: at [`SLEW`] (5 ppm) for an error up to [`SMALL_NS`] (2 µs),
+//!   so that host durations stay within 5 ppm of the estimate's rate; a larger error (a
+//!   context made while its GPU was busy, a calibration proved wrong) is slewed so that it
+//!   is done within [`SLEW_SPAN_NS`] (20 ms) of GPU time, never faster than [`SLEW_MAX`]
+//!   (5%). So `g1 <= g2` gives `h1 <= h2`, and no time already emitted moves.
+//! - **The estimate's rate.** Between corrections the offset changes only by the estimated
+//!   drift: host durations are GPU durations scaled by it. A zone that spans a correction
+//!   is longer or shorter by at most the slew rate of its duration.
+//! - **A long memory.** Pieces are made only when the estimate moves the plan by a
+//!   nanosecond or more within the next [`PLAN_CHECK_NS`], and kept while they end within
+//!   [`KEEP_NS`] (an hour) of the frontier (at most [`PIECES`]): a zone open for minutes is
+//!   mapped by the pieces of its own time.
 
+use super::estimator::{Bound, Estimator, Line};
 use std::collections::VecDeque;
 
-/// How fast a correction moves the offset at the least: 500 ppm of GPU time (0.5 µs per ms).
-pub(crate) const SLEW: f64 = 500e-6;
+/// How fast a small correction moves the offset: 5 ppm of GPU time (5 ns per ms).
+pub(crate) const SLEW: f64 = 5e-6;
+/// The largest correction slewed at [`SLEW`]; a larger one is slewed faster.
+pub(crate) const SMALL_NS: f64 = 2_000.0;
 /// A larger correction is slewed faster, so that it is done within this much GPU time...
 pub(crate) const SLEW_SPAN_NS: f64 = 20_000_000.0;
 /// ...but never faster than 5% (an error of 1 ms takes 20 ms, one of 10 ms 200 ms).
 pub(crate) const SLEW_MAX: f64 = 0.05;
-/// One calibration epoch, in GPU nanoseconds: the estimator keeps the best pair of each.
-pub(crate) const EPOCH_NS: i64 = 1_000_000_000;
-/// The shortest GPU-time baseline a drift is measured over.
-pub(crate) const DRIFT_BASELINE_NS: i64 = 2 * EPOCH_NS;
-/// A smaller measured drift (host ns per GPU ns, minus 1) is taken as none.
-pub(crate) const DRIFT_FLOOR: f64 = 1e-6;
-/// Calibration pairs taken when the context is made, while its GPU is idle.
-pub(crate) const STARTUP_PAIRS: usize = if cfg!(gpu_event_pool_loom) { 1 } else { 4 };
-/// Epoch bests kept (one per second of GPU time).
-const EPOCHS: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 64 };
-/// Pieces of the mapping kept, oldest dropped first: a list emitted after its pieces are gone
-/// is mapped by the oldest piece kept.
-const PIECES: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 4096 };
-
-/// A calibration pair as GPU time and `host - gpu` offset (a lower bound of the true one).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Pair {
-    pub(crate) gpu: i64,
-    pub(crate) offset: i64,
-}
-
-/// The best estimate of the offset as a line of GPU time: `offset(g) = base + drift * g`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Line {
-    base: f64,
-    drift: f64,
-}
-
-impl Line {
-    fn at(&self, gpu: i64) -> f64 {
-        self.base + self.drift * gpu as f64
-    }
-}
-
-/// Turns calibration pairs into the best offset line: the largest lower bound, carried with
-/// the drift measured between the first epoch's best pair and the latest complete epoch's.
-#[derive(Debug)]
-pub(crate) struct Estimator {
-    /// The best pair of the first complete epoch (the early end of the drift baseline).
-    first: Option<Pair>,
-    /// The best pairs of complete epochs, oldest first.
-    epochs: VecDeque<Pair>,
-    /// The best pair of the epoch in progress, which began at GPU time `epoch_start`.
-    current: Option<Pair>,
-    epoch_start: i64,
-    drift: f64,
-}
-
-impl Estimator {
-    pub(crate) fn new() -> Self {
-        Self { first: None, epochs: VecDeque::new(), current: None, epoch_start: 0, drift: 0.0 }
-    }
-
-    /// A pair's offset carried to GPU time 0 with the drift: the larger, the better.
-    fn merit(&self, pair: Pair) -> f64 {
-        pair.offset as f64 - self.drift * pair.gpu as f64
-    }
-
-    /// Takes a pair in; returns the estimate after it (`None` before any pair).
-    pub(crate) fn observe(&mut self, pair: Pair) -> Option<Line> {
-        match self.current {
-            None => {
-                self.current = Some(pair);
-                self.epoch_start = pair.gpu;
-            }
-            Some(best) if pair.gpu - self.epoch_start >= EPOCH_NS => {
-                let first = *self.first.get_or_insert(best);
-                self.epochs.push_back(best);
-                if self.epochs.len() > EPOCHS {
-                    self.epochs.pop_front();
-                }
-                self.current = Some(pair);
-                self.epoch_start = pair.gpu;
-                if best.gpu - first.gpu >= DRIFT_BASELINE_NS {
-                    let drift = (best.offset - first.offset) as f64 / (best.gpu - first.gpu) as f64;
-                    self.drift = if drift.abs() >= DRIFT_FLOOR { drift } else { 0.0 };
-                }
-            }
-            Some(best) if self.merit(pair) > self.merit(best) => self.current = Some(pair),
-            Some(_) => {}
-        }
-        self.line()
-    }
-
-    /// The best line now: through the pair of largest merit, with the drift.
-    pub(crate) fn line(&self) -> Option<Line> {
-        let base = self
-            .first
-            .iter()
-            .chain(self.epochs.iter())
-            .chain(self.current.iter())
-            .map(|&p| self.merit(p))
-            .max_by(f64::total_cmp)?;
-        Some(Line { base, drift: self.drift })
-    }
-}
+/// A new estimate re-plans the mapping only if it moves some time within this much GPU time
+/// past the frontier by half a nanosecond or more (100 s: a drift change of 0.005 ppm).
+const PLAN_CHECK_NS: f64 = 100e9;
+/// Pieces ending this long (GPU ns) before the frontier are dropped.
+const KEEP_NS: i64 = 3_600_000_000_000;
+/// Pieces kept at most, oldest dropped first.
+const PIECES: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 1 << 16 };
 
 /// One piece of the mapping: from GPU time `start` on (until the next piece),
 /// `offset(g) = offset + slope * (g - start)`.
@@ -174,13 +81,11 @@ pub(crate) struct HostMapping {
     pieces: VecDeque<Piece>,
     /// The latest GPU time mapped: the mapping up to it is fixed.
     frontier: Option<i64>,
-    /// The line the plan leads to.
-    target: Option<Line>,
 }
 
 impl HostMapping {
     pub(crate) fn new() -> Self {
-        Self { pieces: VecDeque::new(), frontier: None, target: None }
+        Self { pieces: VecDeque::new(), frontier: None }
     }
 
     fn piece_at(&self, gpu: i64) -> Option<&Piece> {
@@ -203,27 +108,32 @@ impl HostMapping {
     }
 
     /// Leads the mapping to `target` from the frontier on (or from now on, if nothing was
-    /// mapped yet: then it simply is the target).
+    /// mapped yet: then it simply is the target). A target the plan already follows (to half
+    /// a nanosecond over [`PLAN_CHECK_NS`] past the frontier) changes nothing.
     pub(crate) fn aim(&mut self, target: Line) {
-        if self.target == Some(target) {
-            return;
-        }
-        self.target = Some(target);
         let Some(from) = self.frontier else {
             self.pieces.clear();
             self.pieces.push_back(Piece { start: 0, offset: target.at(0), slope: target.drift });
             return;
         };
         let offset = self.offset_at(from);
+        let error = target.at(from) - offset;
+        let ahead = from.saturating_add(PLAN_CHECK_NS as i64);
+        if error.abs() < 0.5 && (target.at(ahead) - self.offset_at(ahead)).abs() < 0.5 {
+            return;
+        }
         // The plan from the frontier on is replaced, a piece starting at the frontier too:
         // the new plan starts from the same offset there, so nothing mapped moves.
         let after = self.pieces.partition_point(|p| p.start < from);
         self.pieces.truncate(after);
-        let error = target.at(from) - offset;
         if error.abs() < 0.5 {
             self.pieces.push_back(Piece { start: from, offset, slope: target.drift });
         } else {
-            let rate = (error.abs() / SLEW_SPAN_NS).clamp(SLEW, SLEW_MAX);
+            let rate = if error.abs() <= SMALL_NS {
+                SLEW
+            } else {
+                (error.abs() / SLEW_SPAN_NS).clamp(SLEW, SLEW_MAX)
+            };
             let slope = target.drift + rate.copysign(error);
             let span = (error.abs() / rate).ceil() as i64;
             let slewing = Piece { start: from, offset, slope };
@@ -231,7 +141,10 @@ impl HostMapping {
             self.pieces.push_back(slewing);
             self.pieces.push_back(Piece { start: end, offset: slewing.at(end), slope: target.drift });
         }
-        while self.pieces.len() > PIECES {
+        // Pieces that end long before the frontier, or beyond the most kept: the oldest go.
+        while self.pieces.len() > PIECES
+            || self.pieces.get(1).is_some_and(|next| next.start < from.saturating_sub(KEEP_NS))
+        {
             self.pieces.pop_front();
         }
     }
@@ -262,6 +175,59 @@ impl HostMapping {
     }
 }
 
+/// The emitter's side of the clock: the estimate of the offset and the one mapping it leads.
+#[derive(Debug)]
+pub(crate) struct HostClock {
+    estimator: Estimator,
+    mapping: HostMapping,
+}
+
+impl HostClock {
+    pub(crate) fn new() -> Self {
+        Self { estimator: Estimator::new(), mapping: HostMapping::new() }
+    }
+
+    /// A calibration: the anchor at `gpu` was recorded after the host read `recorded_ns` (a
+    /// lower bound of the offset) and found complete before it read `observed_ns` (an upper
+    /// bound).
+    pub(crate) fn calibrate(&mut self, gpu: i64, recorded_ns: i64, observed_ns: i64) {
+        let lower = self.estimator.lower(bound(gpu, recorded_ns));
+        let upper = self.estimator.upper(bound(gpu, observed_ns));
+        if lower || upper {
+            self.aim();
+        }
+    }
+
+    /// A lower bound from a list: the host read `host_ns` before an event whose GPU time is
+    /// `gpu` was recorded (a list's first record, a zone's launch).
+    pub(crate) fn lower_bound(&mut self, gpu: i64, host_ns: i64) {
+        if self.estimator.lower(bound(gpu, host_ns)) {
+            self.aim();
+        }
+    }
+
+    fn aim(&mut self) {
+        if let Some(line) = self.estimator.line() {
+            self.mapping.aim(line);
+        }
+    }
+
+    /// [`HostMapping::host_time`].
+    pub(crate) fn host_time(&mut self, gpu: i64) -> i64 {
+        self.mapping.host_time(gpu)
+    }
+
+    /// [`HostMapping::flat_offset`].
+    pub(crate) fn flat_offset(&mut self, first: i64, last: i64) -> Option<i64> {
+        self.mapping.flat_offset(first, last)
+    }
+}
+
+/// The offset `host_ns - gpu` as a bound at `gpu`.
+fn bound(gpu: i64, host_ns: i64) -> Bound {
+    Bound { gpu, offset: host_ns.saturating_sub(gpu) as f64 }
+}
+
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
@@ -271,47 +237,17 @@ mod tests {
     }
 
     #[test]
-    fn the_estimate_is_the_largest_lower_bound_seen() {
-        let mut estimator = Estimator::new();
-        assert_eq!(estimator.observe(Pair { gpu: 0, offset: 100 }), Some(line(100.0)));
-        assert_eq!(estimator.observe(Pair { gpu: 5_000_000, offset: 40 }), Some(line(100.0)), "a late pair");
-        assert_eq!(estimator.observe(Pair { gpu: 10_000_000, offset: 103 }), Some(line(103.0)));
-        // Kept past epochs: a later epoch of late pairs never pulls the estimate down.
-        for k in 1..5 {
-            estimator.observe(Pair { gpu: k * EPOCH_NS + 7, offset: 50 });
-        }
-        assert_eq!(estimator.line(), Some(line(103.0)));
-    }
-
-    #[test]
-    fn a_drift_counts_only_over_two_seconds_and_above_one_ppm() {
-        let mut estimator = Estimator::new();
-        // 0.5 ppm: below the floor.
-        for k in 0..4 {
-            estimator.observe(Pair { gpu: k * EPOCH_NS, offset: 1_000 + k * 500 });
-        }
-        assert_eq!(estimator.line().unwrap().drift, 0.0);
-        let mut estimator = Estimator::new();
-        // 10 ppm over 3 s.
-        for k in 0..4 {
-            estimator.observe(Pair { gpu: k * EPOCH_NS, offset: 1_000 + k * 10_000 });
-        }
-        let drift = estimator.line().unwrap().drift;
-        assert!((drift - 10e-6).abs() < 1e-9, "{drift}");
-    }
-
-    #[test]
     fn the_first_target_is_taken_at_once_and_later_ones_are_slewed_from_the_frontier() {
         let mut mapping = HostMapping::new();
         mapping.aim(line(1_000.0));
         assert_eq!(mapping.host_time(0), 1_000);
         assert_eq!(mapping.host_time(10_000), 11_000);
-        mapping.aim(line(1_100.0)); // 100 ns more: 200 µs of slewing at 500 ppm
+        mapping.aim(line(1_100.0)); // 100 ns more: 20 ms of slewing at 5 ppm
         assert_eq!(mapping.host_time(10_000), 11_000, "nothing mapped moves");
         assert_eq!(mapping.host_time(5_000), 6_000, "nor anything before the frontier");
-        assert_eq!(mapping.host_time(110_000), 111_050);
-        assert_eq!(mapping.host_time(210_000), 211_100);
-        assert_eq!(mapping.host_time(1_210_000), 1_211_100, "rate 1 once there");
+        assert_eq!(mapping.host_time(10_010_000), 10_011_050);
+        assert_eq!(mapping.host_time(20_010_000), 20_011_100);
+        assert_eq!(mapping.host_time(1_020_010_000), 1_020_011_100, "rate 1 once there");
     }
 
     #[test]
@@ -320,12 +256,13 @@ mod tests {
         mapping.aim(line(5_000.0));
         let mut last = mapping.host_time(0);
         mapping.aim(line(0.0));
-        for gpu in (1..20_000_000).step_by(997) {
+        // 5 µs down, above the small errors: done within 20 ms.
+        for gpu in (1..700_000_000).step_by(9_973) {
             let host = mapping.host_time(gpu);
             assert!(host >= last, "{gpu}: {host} < {last}");
             last = host;
         }
-        assert_eq!(mapping.host_time(30_000_000), 30_000_000);
+        assert_eq!(mapping.host_time(700_000_000), 700_000_000);
     }
 
     #[test]
@@ -336,13 +273,36 @@ mod tests {
         mapping.aim(line(2_000.0)); // slewing from 5 000 on
         assert_eq!(mapping.flat_offset(4_000, 6_000), None, "a span over the slew");
         assert_eq!(mapping.flat_offset(0, 4_000), Some(1_234), "before it, still flat");
-        let offset = mapping.flat_offset(10_000_000, 10_000_100).expect("flat again after the slew");
+        let offset = mapping.flat_offset(200_000_000, 200_000_100).expect("flat again after the slew");
         assert_eq!(offset, 2_000);
         let mut check = HostMapping::new();
         check.aim(line(1_234.4));
         check.host_time(5_000);
         check.aim(line(2_000.0));
-        assert_eq!(check.host_time(10_000_050), 10_000_050 + offset);
+        assert_eq!(check.host_time(200_000_050), 200_000_050 + offset);
+    }
+
+    /// A zone's begin mapped long after the frontier passed it (its list emitted late, after
+    /// many re-plans under drift) gets the host time the mapping had for it all along.
+    #[test]
+    fn a_time_mapped_late_gets_the_host_time_it_had_when_the_frontier_passed_it() {
+        let (mut early, mut late) = (HostMapping::new(), HostMapping::new());
+        let begin = 50_000_000;
+        let mut answer = None;
+        for k in 0..5_000i64 {
+            // An estimate at 100 ppm whose base moves a little with every new bound.
+            let target = Line { base: (k % 7) as f64 * 3.0 + 0.01 * k as f64, drift: 100e-6 };
+            early.aim(target);
+            late.aim(target);
+            let now = k * 1_000_000;
+            early.host_time(now);
+            late.host_time(now);
+            if answer.is_none() && now >= begin {
+                answer = Some(early.host_time(begin));
+            }
+        }
+        assert_eq!(late.host_time(begin), answer.unwrap(), "{} pieces kept", late.pieces.len());
+        assert!(late.host_time(begin) <= late.host_time(begin + 1));
     }
 
     #[test]

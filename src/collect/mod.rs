@@ -15,7 +15,8 @@
 //!    that enters its read phase meanwhile. The driver reads of concurrent callers overlap;
 //!    nothing here waits for the GPU.
 //! 2. **Emit** (`emit.rs`), run by one caller at a time (the others return at once, their
-//!    reading done): take the read lists, and per lane emit every list whose place is next,
+//!    reading done, unless the emitting caller is in its last round: see
+//!    `emit_handed_off`): take the read lists, and per lane emit every list whose place is next,
 //!    in place order; release every emitted list's slots with one CAS. No backend read
 //!    here but the anchors' (`clock.rs`), one every `anchor_interval`.
 //!
@@ -27,14 +28,19 @@
 //! list's first event is placed from the nearest anchor, in `i64` nanoseconds.
 //!
 //! [`Collector`] holds the protocol between concurrent callers: any number read at once; one
-//! emits (`try_lock`); a flush keeps new readers out (a Dekker pair of `readers` and
-//! `flushing`) and waits for those inside.
+//! emits (`try_lock`), for at most [`ROUNDS`] rounds (its own, then for callers that found it
+//! busy); a flush keeps new readers out (the FLUSHING bit of `state`) and waits for those
+//! inside. No call's work grows with what producers submit while it runs: a flush reads once,
+//! and every holder of the emitter hands over after its rounds (docs/design.md, section 4).
 
 mod clock;
+mod concurrent;
 mod emit;
+mod estimator;
 mod mapping;
 mod read;
 mod report;
+mod watch;
 
 pub use report::{CollectError, CollectReport, Collected};
 
@@ -45,7 +51,7 @@ use crate::shared::record::ListRecord;
 use crate::shared::Inner;
 use crate::sink::Sink;
 use crate::slots::pool::Pool;
-use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU64, Mutex, MutexGuard, Ordering};
 use emit::Emitter;
 use read::{read_phase, ReadOutcome, ReadShare};
 
@@ -54,8 +60,32 @@ const FLUSHING: u64 = 1 << 63;
 /// `Collector::state`: a `collect` came while a flush kept readers out; the flush collects
 /// once more for it before returning.
 const MISSED: u64 = 1 << 62;
-/// `Collector::state`: the collectors in their read phase now.
-const READERS: u64 = MISSED - 1;
+/// `Collector::state`, bits 32..62: one unit per flush waiting for the emitter. While one
+/// waits, a `collect` leaves what it read to it (the flush waits for every reader inside, then
+/// takes the read lists), and the emitter's holder stops at the end of its round.
+const FLUSH_WAITER: u64 = 1 << 32;
+/// `Collector::state`: the flushes waiting for the emitter.
+const FLUSH_WAITERS: u64 = MISSED - FLUSH_WAITER;
+/// `Collector::state`, bits 0..32: the collectors in their read phase now.
+const READERS: u64 = FLUSH_WAITER - 1;
+
+/// `Collector::handover`: set for the last round of a holder of the emitter, which will not
+/// look at the read queue after it (low bits: rounds begun, wrapping).
+const LAST_ROUND: u64 = 1 << 63;
+/// `Collector::handover`: the count of rounds begun.
+const ROUND_COUNT: u64 = LAST_ROUND - 1;
+/// Rounds one holder of the emitter emits in one call: its own, then, while callers that
+/// found it busy left read lists behind, more. The last is announced (`LAST_ROUND`): a caller
+/// that finds the emitter busy then waits for the round to end (or for the next round to
+/// begin) instead of returning at once, so that no read list is left behind without a
+/// producer's collects keeping any one call running.
+const ROUNDS: u32 = if cfg!(gpu_event_pool_loom) { 2 } else { 4 };
+
+crate::sync::const_thread_local! {
+    /// Emitters this thread holds now: a sink that calls `collect` never waits for the last
+    /// round of its own caller.
+    static HOLDING: std::cell::Cell<u32> = std::cell::Cell::new(0);
+}
 
 /// One context's collection: the shared state it empties, the emitter's state behind its
 /// lock, and the word of the read/flush hand-off.
@@ -63,12 +93,55 @@ pub(crate) struct Collector<B: Backend> {
     pub(crate) inner: Arc<Inner<B>>,
     /// The emitting collector's state: one emitter at a time.
     emitter: Mutex<Emitter<B>>,
-    /// [`FLUSHING`], [`MISSED`] and the count of readers ([`READERS`]), in one word so that
-    /// a reader entering and a flush starting or ending are ordered by one modification
-    /// order: every change is a read-modify-write.
+    /// [`FLUSHING`], [`MISSED`], the flushes waiting for the emitter ([`FLUSH_WAITERS`]) and
+    /// the count of readers ([`READERS`]), in one word so that a reader entering and a flush
+    /// starting or ending are ordered by one modification order: every change is a
+    /// read-modify-write.
     state: AtomicU64,
     /// What the collectors in their read phase share (read.rs).
-    share: ReadShare<B::Event>,
+    share: ReadShare<B>,
+    /// [`LAST_ROUND`] and the count of emit rounds begun: what a caller that found the
+    /// emitter busy reads to know whether the holder will look at `read` again.
+    handover: AtomicU64,
+}
+
+/// The emitter, held by this thread (counted in [`HOLDING`] until dropped).
+struct Held<'a, B: Backend>(MutexGuard<'a, Emitter<B>>);
+
+impl<'a, B: Backend> Held<'a, B> {
+    fn new(guard: MutexGuard<'a, Emitter<B>>) -> Self {
+        HOLDING.with(|holding| holding.set(holding.get() + 1));
+        Self(guard)
+    }
+}
+
+impl<B: Backend> Drop for Held<'_, B> {
+    fn drop(&mut self) {
+        HOLDING.with(|holding| holding.set(holding.get() - 1));
+    }
+}
+
+impl<B: Backend> std::ops::Deref for Held<'_, B> {
+    type Target = Emitter<B>;
+    fn deref(&self) -> &Emitter<B> {
+        &self.0
+    }
+}
+
+impl<B: Backend> std::ops::DerefMut for Held<'_, B> {
+    fn deref_mut(&mut self) -> &mut Emitter<B> {
+        &mut self.0
+    }
+}
+
+/// A flush announced as waiting for the emitter ([`FLUSH_WAITER`]): withdrawn when dropped,
+/// also if locking unwinds (a flush called from a sink, on the emitting thread).
+struct Waiting<'a>(&'a AtomicU64);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(FLUSH_WAITER, Ordering::SeqCst);
+    }
 }
 
 /// A collector in its read phase: leaves it (`state` minus one reader) when dropped, also if
@@ -112,12 +185,13 @@ impl<B: Backend> Collector<B> {
         sinks: Vec<Box<dyn Sink>>,
     ) -> Result<Self, Error> {
         let (emitter, info) = Emitter::new(&backend, id, &config.name, sinks)?;
-        let share = ReadShare::new(Arc::clone(emitter.anchors()));
+        let share = ReadShare::new(Arc::clone(emitter.timeline()));
         Ok(Self {
             inner: Arc::new(Inner::new(backend, config, pool, info)),
             emitter: Mutex::new(emitter),
             state: AtomicU64::new(0),
             share,
+            handover: AtomicU64::new(0),
         })
     }
 
@@ -128,7 +202,9 @@ impl<B: Backend> Collector<B> {
         let mut report =
             CollectReport { read_lists: outcome.read, errors: outcome.errors, ..Default::default() };
         let mut error = outcome.error;
-        let emitted = self.emit_handed_off(&mut report, &mut error, outcome.retried);
+        // Lists this call read, or a place this thread gave up: left to the emitter if busy.
+        let hand_over = outcome.read > 0 || !self.inner.void_places.is_empty();
+        let emitted = self.emit_handed_off(&mut report, &mut error, outcome.retried, 0, hand_over);
         match error {
             Some(error) => Err(CollectError { error, report }),
             None if emitted => Ok(Collected::Done(report)),
@@ -141,24 +217,101 @@ impl<B: Backend> Collector<B> {
     /// unlocking. SeqCst fences on both sides (a reader's push then `try_lock`; the emitter's
     /// unlock then look) make sure one of the two sees the other, so no read list is left
     /// behind until the next collect. Whether this call emitted.
-    fn emit_handed_off(&self, report: &mut CollectReport, error: &mut Option<Error>, retried: usize) -> bool {
+    ///
+    /// Bounded: one holder emits at most [`ROUNDS`] rounds (`rounds`: those this call already
+    /// did, a flush's own). Its last round is announced before that round's take (`handover`,
+    /// then a fence): a caller that then finds the emitter busy, with something to hand over,
+    /// waits for that round to end (and emits itself) or for another to begin (whose take has
+    /// its lists), never longer. While a flush waits for the emitter, every list read so far is
+    /// that flush's (it waits for the readers inside, then takes `read`): holders stop and
+    /// callers leave. docs/verification.md gives the C11 argument, section "The collect/flush
+    /// hand-off".
+    fn emit_handed_off(
+        &self,
+        report: &mut CollectReport,
+        error: &mut Option<Error>,
+        retried: usize,
+        mut rounds: u32,
+        hand_over: bool,
+    ) -> bool {
         let inner = &*self.inner;
         let mut emitted = false;
         loop {
             crate::sync::fence_seq_cst();
-            let Some(mut emitter) = try_lock(&self.emitter) else { break };
-            if let Some(e) = emitter.emit_phase(inner, false, false, report) {
+            if self.flush_waiting() {
+                break;
+            }
+            // Read before the `try_lock`: a round begun after this read takes what this call
+            // pushed; one begun before it, if it is the holder's last, may not have.
+            let seen = (rounds == 0 && hand_over).then(|| self.handover.load(Ordering::SeqCst));
+            let mut emitter = match (try_lock(&self.emitter), seen) {
+                (Some(emitter), _) => Held::new(emitter),
+                (None, Some(seen)) => match self.take_over_from_last_round(seen) {
+                    Some(emitter) => emitter,
+                    None => break,
+                },
+                (None, None) => break,
+            };
+            rounds += 1;
+            let last = rounds >= ROUNDS;
+            self.begin_round(last);
+            if let Some(e) = emitter.emit_phase(inner, false, report) {
                 error.get_or_insert(e);
             }
             report.pending_lists = emitter.waiting_lists() + retried;
             emitted = true;
             drop(emitter);
+            if last {
+                break;
+            }
             crate::sync::fence_seq_cst();
-            if inner.read.is_empty_now() && inner.void_places.is_empty() {
+            if self.flush_waiting() || (inner.read.is_empty_now() && inner.void_places.is_empty()) {
                 break;
             }
         }
         emitted
+    }
+
+    /// Begins a round of the emitter's holder (called holding it, before the round takes the
+    /// read queue): counts it in `handover`, marked [`LAST_ROUND`] when the holder will not
+    /// look at `read` after it, then a SeqCst fence. A caller that failed its `try_lock` and
+    /// read `handover` before this update has its lists in this round's take; one that read
+    /// it after sees whether this is the last round.
+    fn begin_round(&self, last: bool) {
+        let mark = if last { LAST_ROUND } else { 0 };
+        // SeqCst RMW, then the fence: docs/verification.md, "The collect/flush hand-off".
+        let _ = self.handover.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
+            Some(((word & ROUND_COUNT).wrapping_add(1) & ROUND_COUNT) | mark)
+        });
+        crate::sync::fence_seq_cst();
+    }
+
+    /// For a caller that found the emitter busy and has lists to hand over, `seen` the
+    /// `handover` it read before its `try_lock`: `None` unless that was a last round (the
+    /// holder of any other round looks at `read` after unlocking, or a later round takes
+    /// them). In a last round, waits until the emitter is free (then returns it: this caller
+    /// emits), or another round has begun (its take has them), or a flush waits (it takes
+    /// them): at most the rest of one round. Never on a thread that holds an emitter (a sink
+    /// calling `collect`): that would wait for itself.
+    fn take_over_from_last_round(&self, seen: u64) -> Option<Held<'_, B>> {
+        if seen & LAST_ROUND == 0 || HOLDING.with(|holding| holding.get()) > 0 {
+            return None;
+        }
+        loop {
+            spin_wait();
+            if let Some(emitter) = try_lock(&self.emitter) {
+                return Some(Held::new(emitter));
+            }
+            if self.flush_waiting() || self.handover.load(Ordering::SeqCst) != seen {
+                return None;
+            }
+        }
+    }
+
+    /// Whether a flush waits for the emitter. SeqCst; a stale answer either way is safe
+    /// (docs/verification.md).
+    fn flush_waiting(&self) -> bool {
+        self.state.load(Ordering::SeqCst) & FLUSH_WAITERS != 0
     }
 
     /// Phase 1 of a collect; `None` when a flush keeps readers out (it is told, and collects
@@ -181,17 +334,25 @@ impl<B: Backend> Collector<B> {
 
     /// Waits for every list submitted before the call, collects them all in one round, and
     /// flushes the sinks; `force` also emits lists whose earlier lane neighbour never came
-    /// (only when no list can come any more). Waits for a concurrent emitter first. Lists
-    /// submitted during the flush are not waited for (a producer that never stops cannot
+    /// (only when no list can come any more). Waits for a concurrent emitter first (announced:
+    /// it stops at the end of its round, and new callers leave the emitter to this flush).
+    /// Lists submitted during the flush are not waited for (a producer that never stops cannot
     /// keep it running); those read meanwhile by other collectors are emitted before it
-    /// returns, as are those of a `collect` it turned away.
+    /// returns (within this flush's rounds, or by the caller itself: `emit_handed_off`), as
+    /// are those of a `collect` it turned away.
     pub(crate) fn flush(&self, force: bool) -> Result<CollectReport, CollectError> {
         let inner = &*self.inner;
         let mut report = CollectReport::default();
         let mut error = None;
-        let mut emitter = lock(&self.emitter);
         // SeqCst RMWs: see `read`.
-        self.state.fetch_or(FLUSHING, Ordering::SeqCst);
+        self.state.fetch_add(FLUSH_WAITER, Ordering::SeqCst);
+        let waiting = Waiting(&self.state);
+        let mut emitter = Held::new(lock(&self.emitter));
+        // One RMW: no longer waiting, and keeping new readers out.
+        let _ = self
+            .state
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| Some((s - FLUSH_WAITER) | FLUSHING));
+        std::mem::forget(waiting);
         let flushing = Flushing(&self.state);
         // Also Acquire: pairs with the readers' Release decrement: their lists are on the
         // queues.
@@ -204,7 +365,9 @@ impl<B: Backend> Collector<B> {
         if let Some(e) = outcome.error {
             error.get_or_insert(e);
         }
-        if let Some(e) = emitter.emit_phase(inner, true, force, &mut report) {
+        // This flush's first round (ROUNDS > 1: never the last).
+        self.begin_round(false);
+        if let Some(e) = emitter.emit_phase(inner, force, &mut report) {
             error.get_or_insert(e);
         }
         let missed = flushing.end();
@@ -226,7 +389,7 @@ impl<B: Backend> Collector<B> {
         } else {
             let pending = report.pending_lists;
             let mut more = CollectReport::default();
-            if self.emit_handed_off(&mut more, &mut error, 0) {
+            if self.emit_handed_off(&mut more, &mut error, 0, 1, false) {
                 report.absorb(more);
             } else {
                 report.pending_lists = pending;
@@ -235,6 +398,25 @@ impl<B: Backend> Collector<B> {
         match error {
             None => Ok(report),
             Some(error) => Err(CollectError { error, report }),
+        }
+    }
+
+    /// The last handle's end: a final flush (`force`: no list can come any more), then the
+    /// sinks finished (dropped, each in turn), here and now, whatever thread still holds the
+    /// context (a collector thread's collect then finds no sink).
+    pub(crate) fn finish(&self) -> Result<CollectReport, CollectError> {
+        let flushed = self.flush(true);
+        let finished = Held::new(lock(&self.emitter)).finish_sinks(&self.inner);
+        match (flushed, finished) {
+            (flushed, None) => flushed,
+            (Ok(mut report), Some(error)) => {
+                report.errors += 1;
+                Err(CollectError { error, report })
+            }
+            (Err(mut e), Some(_)) => {
+                e.report.errors += 1;
+                Err(e)
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! [`Builder`]: a context's configuration and sinks, then [`Builder::build`].
 
 use super::handle::{log_error, ErrorHandler, TracingContext};
-use crate::backend::Backend;
+use crate::backend::{create_event, Backend};
 use crate::collect::{CollectError, Collector};
 use crate::error::Error;
 use crate::location::Verbosity;
@@ -54,12 +54,15 @@ impl<B: Backend> Builder<B> {
         self.set.push(Box::new(move |c| c.verbosity = verbosity));
         self
     }
-    /// Sets the initial and maximum capacities.
+    /// Sets the initial and maximum capacities. [`build`](Self::build) refuses a maximum below
+    /// 2 ([`ConfigError::TooSmall`](crate::ConfigError::TooSmall)): a zone takes its begin event and a slot kept for its end.
     pub fn capacity(mut self, initial: u32, max: u32) -> Self {
         self.set.push(Box::new(move |c| (c.initial_capacity, c.max_capacity) = (initial, max)));
         self
     }
-    /// Sets how many slots a list reserves at once.
+    /// Sets how many slots a list reserves at a time (default 16). [`build`](Self::build) cuts
+    /// a batch above a sixteenth of the maximum capacity (at least 2) to that, so that one
+    /// list's reservation cannot starve the others ([`Config::batch`]).
     pub fn batch(mut self, batch: u32) -> Self {
         self.set.push(Box::new(move |c| c.batch = batch));
         self
@@ -86,6 +89,7 @@ impl<B: Backend> Builder<B> {
     /// Sets whether each zone also pushes an NVTX range on the recording thread (feature
     /// `nvtx`, default on; [`nvtx`](crate::nvtx) says what it costs).
     #[cfg(feature = "nvtx")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "nvtx")))]
     pub fn nvtx_ranges(mut self, on: bool) -> Self {
         self.set.push(Box::new(move |c| c.nvtx_ranges = on));
         self
@@ -135,7 +139,9 @@ impl<B: Backend> Builder<B> {
             setter(&mut config);
         }
         config.validate()?;
-        let pool = Pool::new(config.initial_capacity, config.max_capacity, || backend.create_event())?;
+        config.cut_batch();
+        let pool =
+            Pool::new(config.initial_capacity, config.max_capacity, config.batch, || create_event(&backend))?;
         let id = NEXT_CONTEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let collect_every = config.collect_every;
         let collector = Collector::new(backend, config, pool, id, sinks)?;

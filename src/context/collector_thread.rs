@@ -3,12 +3,14 @@
 //! A runtime driving several GPUs has a context per device; `Builder::collect_every` would
 //! give each its own thread. A `CollectorThread` serves them all from one: every `period` it
 //! calls `collect` on each context added to it, in the order they were added. `collect`
-//! never blocks (on the GPU, or on another collector of the same context), so one slow
-//! device never holds up the others.
+//! never waits for the GPU, and for another collector of the same context at most for the
+//! rest of one emit round (when that one is in its last round and this call read lists it
+//! must see emitted), so one slow device never holds up the others.
 //!
-//! The thread holds each context weakly: it never keeps a context (its pool, its events)
-//! alive. When the last handle of a context is dropped, the context flushes itself as
-//! always, and the thread forgets it.
+//! The thread holds each context weakly, and strongly only for the collect it is in: when
+//! the last handle of a context is dropped, the context flushes itself and finishes its
+//! sinks as always, before that drop returns, even while this thread is collecting it (the
+//! collect then finds no sink); the thread forgets it.
 
 use super::handle::{ErrorHandler, Handles, TracingContext};
 use crate::backend::Backend;
@@ -121,7 +123,9 @@ impl CollectorThread {
 
     /// Sends the failures of this thread's collects to `handler` (with the context they
     /// happened in) instead of each context's own handler ([`Builder::on_error`], by default a
-    /// warning through the `log` facade).
+    /// warning through the `log` facade). A handler that panics is caught: the thread goes on
+    /// collecting, and the panic is counted in the context's `Stats::error_handler_panics` (its
+    /// first one logged as an error).
     ///
     /// [`Builder::on_error`]: crate::Builder::on_error
     pub fn on_error(&self, handler: impl Fn(&ContextInfo, &CollectError) + Send + Sync + 'static) {

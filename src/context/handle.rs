@@ -5,7 +5,7 @@ use crate::backend::Backend;
 use crate::collect::{CollectError, CollectReport, Collected, Collector};
 use crate::error::Error;
 use crate::location::Verbosity;
-use crate::record::{EventList, SubmitError};
+use crate::record::{EventList, SubmitError, ENABLED};
 use crate::shared::config::Config;
 use crate::shared::Inner;
 use crate::sink::ContextInfo;
@@ -44,7 +44,29 @@ impl<B: Backend> Handles<B> {
     /// own (`Builder::on_error`).
     pub(crate) fn collect_reporting(&self, handler: Option<&ErrorHandler>) {
         if let Err(error) = self.collector.collect() {
-            (handler.unwrap_or(&self.on_error))(&self.collector.inner.info, &error);
+            self.report(handler, &error);
+        }
+    }
+
+    /// Hands a failure no caller can be told of to `handler`, or to the context's own. The
+    /// handler is the application's code: a panic in it is caught (background collection
+    /// goes on, and a last handle's drop does not unwind), counted in
+    /// `Stats::error_handler_panics`, and the context's first one is logged as an error.
+    fn report(&self, handler: Option<&ErrorHandler>, error: &CollectError) {
+        let inner = &self.collector.inner;
+        let handler = handler.unwrap_or(&self.on_error);
+        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&inner.info, error)));
+        if let Err(panic) = call {
+            if inner.counters.error_handler_panics.fetch_add(1, Ordering::Relaxed) == 0 {
+                log::error!(
+                    target: "gpu_event_pool",
+                    "the error handler of GPU context {:?} (id {}) panicked: {} (reporting: {error}); \
+                     collection goes on, and later panics of it are only counted (Stats::error_handler_panics)",
+                    inner.info.name,
+                    inner.info.id,
+                    crate::backend::panic_message(panic.as_ref()),
+                );
+            }
         }
     }
 }
@@ -58,7 +80,9 @@ struct Background {
 /// A GPU tracing context: hands out [`EventList`]s to recording threads, takes them back
 /// with [`submit`](Self::submit), and turns them into zones with [`collect`](Self::collect).
 ///
-/// Cheap to clone (`Send + Sync`); dropping the last handle flushes everything submitted
+/// Cheap to clone (`Send + Sync`); dropping the last handle flushes everything submitted,
+/// finishes the sinks (drops them: a trace file is complete when `drop` returns, whatever a
+/// collector thread is doing; a failure goes to the error handler, [`Builder::on_error`](crate::Builder::on_error))
 /// and, once every list is gone too, destroys the events.
 ///
 /// ```
@@ -105,19 +129,30 @@ impl<B: Backend> Drop for TracingContext<B> {
         // AcqRel: the last handle sees every other handle's submissions before flushing.
         if self.shared.count.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Lists that outlive the context can never be submitted: what they record from
-            // now on is dropped and counted (`RecordError::ContextClosed`). Before the final
-            // flush, which finishes the sinks (they are dropped with the last handle).
+            // now on is dropped and counted (`RecordError::ContextClosed`).
             self.inner().close();
             let background = crate::sync::lock_std(&self.shared.background).take();
-            if let Some(Background { stop, thread }) = background {
-                *crate::sync::lock_std(&stop.0) = true;
-                stop.1.notify_all();
-                let _ = thread.join();
+            if let Some(background) = &background {
+                *crate::sync::lock_std(&background.stop.0) = true;
+                background.stop.1.notify_all();
             }
             // No list can be submitted any more: lists held back for an earlier list of their
-            // lane that is still being recorded are emitted now (`force`). Nobody is left to
-            // report a failure to: it is counted in the stats.
-            let _ = self.shared.collector.flush(true);
+            // lane that is still being recorded are emitted now (`force`), and the sinks are
+            // finished (dropped) here, whatever a collector thread is doing: one may still
+            // hold the context for the collect it is in, which then finds no sink. No caller
+            // is left to return a failure to: it goes to the context's error handler (and is
+            // counted in the stats, like any).
+            if let Err(error) = self.shared.collector.finish() {
+                self.shared.report(None, &error);
+            }
+            // After the sinks are finished: a thread stuck in an error handler cannot keep
+            // the trace open. Not from the thread itself (the last handle dropped by the
+            // handler it is calling): it stops on its own.
+            if let Some(Background { thread, .. }) = background {
+                if thread.thread().id() != std::thread::current().id() {
+                    let _ = thread.join();
+                }
+            }
         }
     }
 }
@@ -136,6 +171,7 @@ impl<B: Backend> TracingContext<B> {
             on_error,
         };
         let ctx = TracingContext { shared: Arc::new(shared) };
+        ctx.install_relief();
         if let Some(period) = collect_every {
             ctx.start_background(period)?;
         }
@@ -203,12 +239,14 @@ impl<B: Backend> TracingContext<B> {
     /// pops its range when it ends, even if the switch is off by then. Like the other
     /// switches, it costs recording no more than the one relaxed load they share.
     #[cfg(feature = "nvtx")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "nvtx")))]
     pub fn set_nvtx_ranges(&self, on: bool) {
         self.inner().set_nvtx_ranges(on);
     }
 
     /// Whether zones push NVTX ranges ([`set_nvtx_ranges`](Self::set_nvtx_ranges)).
     #[cfg(feature = "nvtx")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "nvtx")))]
     pub fn nvtx_ranges(&self) -> bool {
         self.inner().switches().nvtx()
     }
@@ -230,6 +268,51 @@ impl<B: Backend> TracingContext<B> {
     pub fn list(&self) -> EventList<B> {
         let inner = &self.shared.collector.inner;
         EventList::new(Arc::clone(inner), inner.next_list_id())
+    }
+
+    /// Starts frame `id` (a frame, a training step, a request: whatever unit the application
+    /// repeats): every list made by [`list`](Self::list) from now on, on any thread, belongs
+    /// to it until the next call, and its zones carry it ([`Zone::frame`](crate::sink::Zone::frame)).
+    /// A list belongs to the frame current when it was *made*, whenever it is recorded or
+    /// submitted. The sinks get the frame's start ([`FrameMark`](crate::sink::FrameMark): the
+    /// id and the host time of this call) at the end of the next emit phase: a Chrome trace
+    /// shows it as an instant event, Tracy as a frame mark, and
+    /// [`FrameStats`](crate::sink::frames::FrameStats) keeps statistics over the last frames.
+    ///
+    /// `u64::MAX` means no frame: lists made after `frame(u64::MAX)` belong to none. Costs a
+    /// list one atomic load when it is made, never a zone; does nothing when recording is
+    /// compiled out ([`ENABLED`](crate::ENABLED)).
+    ///
+    /// ```
+    /// use gpu_event_pool::{location, sim::SimBackend, sink::memory::MemorySink, TracingContext};
+    /// let sim = SimBackend::manual();
+    /// let stream = sim.stream();
+    /// let memory = MemorySink::new();
+    /// let ctx = TracingContext::builder(sim.clone()).sink(memory.clone()).build()?;
+    /// for step in 0..3 {
+    ///     ctx.frame(step);
+    ///     let mut list = ctx.list();
+    ///     list.zone_begin(&stream, location!("step"))?;
+    ///     sim.launch(&stream, 1_000);
+    ///     list.zone_end(&stream)?;
+    ///     ctx.submit(list)?;
+    /// }
+    /// ctx.flush()?;
+    /// let frames: Vec<_> = memory.zones().iter().map(|z| z.frame).collect();
+    /// assert_eq!(frames, [Some(0), Some(1), Some(2)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn frame(&self, id: u64) {
+        if !ENABLED {
+            return;
+        }
+        let inner = self.inner();
+        inner.start_frame(id, inner.backend.host_now_ns());
+    }
+
+    /// The current frame ([`frame`](Self::frame)), if any.
+    pub fn current_frame(&self) -> Option<u64> {
+        self.inner().current_frame()
     }
 
     /// Submits a list: its zones will be collected once the GPU has run them. Lock-free (one
@@ -258,8 +341,10 @@ impl<B: Backend> TracingContext<B> {
         Arc::ptr_eq(list.context(), &self.shared.collector.inner)
     }
 
-    /// Collects every submitted list whose events have all completed. Never blocks, neither
-    /// on the GPU nor on another collector.
+    /// Collects every submitted list whose events have all completed. Never waits for the
+    /// GPU, and does a bounded amount of work: it reads what was submitted when it looked, and
+    /// emits at most a few rounds (lists read meanwhile by callers that found it emitting),
+    /// however fast other threads submit and collect.
     ///
     /// Zones of one lane (stream) reach the sinks in that lane's GPU order (the order its
     /// lists began recording on it), whatever order the lists were submitted in; a lane whose
@@ -268,7 +353,9 @@ impl<B: Backend> TracingContext<B> {
     /// Any number of threads may call it at once: each reads the times of different lists
     /// (the driver calls overlap), and one of them hands the zones to the sinks; the others
     /// return [`Collected::Busy`] once their reading is done, and the lists they read are
-    /// emitted by the current or the next call.
+    /// emitted by the call emitting then, before it returns. Only when that call is in its
+    /// last round (it will not look for more) does a caller with lists to hand over wait, for
+    /// the rest of that one round, and then emit them itself.
     ///
     /// On a failure the failing list's zones are dropped and counted, its slots released,
     /// the other lists still collected, and the error carries what the call did.
@@ -277,9 +364,11 @@ impl<B: Backend> TracingContext<B> {
     }
 
     /// Waits for every list submitted before this call to complete, collects them all, and
-    /// flushes the sinks. Waits for a concurrent collector to finish first. A list whose
-    /// lane has an earlier list still being recorded (not submitted) stays pending, in order,
-    /// and is counted in `pending_lists`.
+    /// flushes the sinks. Waits for a concurrent collector to finish its round first (it
+    /// stops there, and other callers leave what they read to this flush). Lists submitted
+    /// while it runs are not waited for: a producer that keeps submitting and collecting
+    /// cannot keep it running. A list whose lane has an earlier list still being recorded
+    /// (not submitted) stays pending, in order, and is counted in `pending_lists`.
     pub fn flush(&self) -> Result<CollectReport, CollectError> {
         self.shared.collector.flush(false)
     }
@@ -304,6 +393,37 @@ impl<B: Backend> TracingContext<B> {
 }
 
 impl<B: Backend> TracingContext<B> {
+    /// A recording thread that finds the pool exhausted collects before it drops its zone
+    /// (`Inner::relief`): the backpressure of a runtime whose collection falls behind, which
+    /// then keeps every zone the GPU has run. It holds the context weakly: once the last
+    /// handle is gone, nothing is collected for it.
+    fn install_relief(&self) {
+        #[cfg(not(gpu_event_pool_loom))]
+        {
+            let handles = Arc::downgrade(&self.shared);
+            let relief = move || {
+                let Some(handles) = handles.upgrade().filter(|h| h.count.load(Ordering::Acquire) > 0) else {
+                    return false;
+                };
+                match handles.collector.collect() {
+                    Ok(Collected::Done(report)) => report.lists > 0,
+                    Err(e) => {
+                        // Reported as background collection reports (`Builder::on_error`; a
+                        // panicking handler caught, counted and logged once).
+                        handles.report(None, &e);
+                        e.report.lists > 0
+                    }
+                    Ok(Collected::Busy) => {
+                        // Another thread is emitting: its lists' slots come back soon.
+                        std::thread::yield_now();
+                        true
+                    }
+                }
+            };
+            let _ = self.inner().relief.set(Box::new(relief));
+        }
+    }
+
     /// Starts the context's own collector thread.
     fn start_background(&self, period: Duration) -> Result<(), Error> {
         let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
@@ -313,14 +433,16 @@ impl<B: Backend> TracingContext<B> {
             .name(format!("{} collector", self.inner().config.name))
             .spawn(move || {
                 let (stopped, wake) = &*signal;
-                let mut stopped_now = crate::sync::lock_std(stopped);
-                while !*stopped_now {
+                // The stop flag's lock is not held while collecting: the last handle sets it
+                // (and goes on to the final flush) without waiting for this collect.
+                while !*crate::sync::lock_std(stopped) {
                     // Failures go to the error handler; the thread goes on.
                     shared.collect_reporting(None);
-                    stopped_now = match wake.wait_timeout(stopped_now, period) {
+                    let stopped_now = crate::sync::lock_std(stopped);
+                    drop(match wake.wait_timeout_while(stopped_now, period, |stopped| !*stopped) {
                         Ok((guard, _)) => guard,
                         Err(poisoned) => poisoned.into_inner().0,
-                    };
+                    });
                 }
             })
             .map_err(|e| Error::Sink(std::io::Error::new(e.kind(), format!("collector thread: {e}"))))?;

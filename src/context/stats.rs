@@ -31,8 +31,9 @@ pub struct Stats {
     /// `owned + submitted`.
     pub in_use: usize,
     /// The most slots seen in use at once: sampled when the pool grows (the moment it is
-    /// full) and on every `stats()` call; on every collect, the slots submitted then (the
-    /// collector reads no thread's magazine).
+    /// full), on every `stats()` call, and at the end of every emit phase while a sink takes
+    /// counters ([`Sink::wants_counters`](crate::sink::Sink::wants_counters)); on every
+    /// collect, the slots submitted then (the collector reads no thread's magazine).
     pub high_water: usize,
     /// Times the pool grew.
     pub grows: usize,
@@ -42,7 +43,8 @@ pub struct Stats {
     pub lists_submitted: usize,
     /// Lists collected (including empty ones).
     pub lists_collected: usize,
-    /// Lists whose times could not be read (their zones are counted as dropped).
+    /// Lists whose times could not be read, or cannot be true (`Error::Time`); their zones
+    /// are counted as dropped.
     pub lists_failed: usize,
     /// Lists dropped without being submitted (their events were released, nothing emitted).
     pub lists_discarded: usize,
@@ -56,7 +58,17 @@ pub struct Stats {
     /// is collected at least every
     /// `anchor_interval`.
     pub lists_shifted: usize,
-    /// Batches that a sink failed to take (an error or a caught panic).
+    /// Zones drawn from their launch's host time on rather than at the host time the clock
+    /// gives their GPU begin, which was earlier: the GPU cannot begin work before the host
+    /// asked for it, and the clock's mapping up to that GPU time was fixed before the launch
+    /// that proves it low was seen (only while launches are recorded,
+    /// [`Builder::record_launches`](crate::Builder::record_launches)). The launch also
+    /// raises the clock's estimate for later times.
+    pub zones_moved_to_launch: usize,
+    /// Batches that a sink failed to take, and sink flushes that failed (an error or a
+    /// caught panic; one per batch or flush, however many sinks failed it). The last handle's
+    /// flush counts here too, and its failure also goes to the context's error handler
+    /// ([`Builder::on_error`](crate::Builder::on_error)).
     pub sink_failures: usize,
     /// Sinks that panicked and are no longer called (each is reported once, as
     /// `Error::SinkPanicked`).
@@ -67,10 +79,21 @@ pub struct Stats {
     /// Lists emitted after their lane moved on without them (late, shown apart from the
     /// lane's in-order zones).
     pub lists_late: usize,
+    /// Lists that began on their first zone's stream before the list before them there had
+    /// ended on the GPU: recorded on the stream at once (the first on each stream is
+    /// reported as `Error::ConcurrentLists`). One list records on a stream at a time. Always
+    /// 0 on Vulkan, whose lists are ordered at submission.
+    pub concurrent_lists: usize,
     /// Host nanoseconds spent emitting: the part of collection that runs on one thread at a
     /// time (placing each list on the timeline, building its zones, the sinks, releasing
     /// slots). Reading times is not in it: concurrent `collect` callers share that.
     pub emitter_ns: u64,
+    // Issue 26, liveness: keep these together.
+    /// Calls of an error handler ([`Builder::on_error`](crate::Builder::on_error),
+    /// [`CollectorThread::on_error`](crate::CollectorThread::on_error)) that panicked. The panic
+    /// is caught: background collection goes on; the context's first one is logged as an
+    /// error (`log`, target `gpu_event_pool`).
+    pub error_handler_panics: usize,
 }
 
 impl Stats {
@@ -100,11 +123,14 @@ impl Stats {
             events_submitted: recorded(EVENTS_SUBMITTED),
             zones_emitted: get(&c.zones_emitted),
             lists_shifted: get(&c.lists_shifted),
+            zones_moved_to_launch: get(&c.zones_moved_to_launch),
             sink_failures: get(&c.sink_failures),
             sinks_stopped: get(&c.sinks_stopped),
             lanes_released: get(&c.lanes_released),
             lists_late: get(&c.lists_late),
+            concurrent_lists: get(&c.concurrent_lists),
             emitter_ns: c.emitter_ns.load(Ordering::Relaxed),
+            error_handler_panics: get(&c.error_handler_panics),
         }
     }
 

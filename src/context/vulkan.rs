@@ -34,7 +34,16 @@ pub enum QueueSubmitError {
     Queue(#[from] BackendError),
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 impl TracingContext<VulkanBackend> {
+    /// Names `queue`'s lane for the sinks (a Chrome track, a Tracy lane), as
+    /// [`name_stream`](Self::name_stream) names a stream: the zones of every command buffer
+    /// submitted to it are there. A lane made with [`VulkanQueue::new_lane`] is another lane,
+    /// named on its own.
+    pub fn name_queue(&self, queue: &VulkanQueue, name: impl Into<String>) {
+        self.name_lane(crate::backend::Lane::Stream(queue.lane_key()), name);
+    }
+
     /// Submits `submits` to `queue` and then `lists` to this context, in that order, under the
     /// queue's lock: the lists take their places in the queue's lane exactly as their command
     /// buffers are ordered on the queue (a Vulkan list is placed at submission:

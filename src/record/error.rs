@@ -24,9 +24,10 @@ pub enum RecordError {
         /// The deepest nesting supported.
         max_depth: usize,
     },
-    /// The backend failed to create, record or add an event, or panicked doing it (the panic
-    /// is caught: `code` is `"panicked: "` and its message): the zone was dropped, its slot
-    /// went back to the list's reservation.
+    /// The backend failed to create, record or add an event, or panicked doing it or reading
+    /// its host clock for the call (the panic is caught: `call` names the backend method,
+    /// `code` is `"panicked: "` and its message): the zone was dropped, its slot went back to
+    /// the list's reservation.
     #[error("zone dropped: {0}")]
     Backend(#[from] BackendError),
     /// The context's last handle is gone (its sinks are finished): the zone was dropped and

@@ -1,17 +1,21 @@
 //! `EventList`: the zones of one command buffer, recorded by one thread.
 //!
 //! A list owns its slots outright (state Owned) and needs no synchronization to record: the
-//! only shared operation is refilling its small reservation of slots from the freelist, one
-//! CAS per batch. Its events are chained through the slots' links in recording order (the
-//! chain goes back to the pool whole), and their records kept in the list's own buffer, in
-//! the same order, each naming its slot (`shared/record.rs`):
+//! only shared operation is refilling its small reservation of slots from the thread's
+//! magazine, whole segments at a time (a batch each), with one CAS on the freelist when the
+//! magazine is empty. Its events are chained through the slots' links in recording order,
+//! followed by its reservation (`slots/runs.rs`: the chain goes back to the pool whole, in
+//! segments), and their records kept in the list's own buffer, in the same order, each
+//! naming its slot (`shared/record.rs`):
 //!
 //! ```text
-//!  used:    first ─link─> ... ─link─> last       (recorded events, in order)
-//!  spare:   first ─link─> ... ─link─> last       (reserved, not used yet)
-//!  records: [record of event 0, ..., record of event used.len - 1]
+//!  runs:    first ─link─> ... ─link─> used_last ─link─> spare_first ─link─> ... ─> spare_last
+//!           └── recorded events, in order ───────┘       └── reserved, not used yet ───┘
+//!  records: [record of event 0, ..., record of event used - 1]
 //!  stack:   [event of outermost open zone, ..., event of innermost open zone]
 //! ```
+//!
+//! The recording steps themselves are in `list/step.rs`.
 //!
 //! Each event's record says whether it ends the innermost open zone, begins a new one, or
 //! both (`zone_next`: K adjacent zones take K + 1 events, where the seed takes 2K). The
@@ -21,18 +25,20 @@
 //! open zone (`reserved`), so a begin is recorded only if a slot for its end can be kept too;
 //! when the pool is exhausted the inner zones are the ones dropped.
 
+mod step;
+
 use super::error::RecordError;
-use crate::backend::{guarded, Backend, Lane, Mark, Placement};
-use crate::launch::{thread_number, Launch};
-use crate::location::Location;
-use crate::shared::config::MAX_SLOTS;
+use super::ENABLED;
+use crate::backend::{Backend, Lane, Placement};
+use crate::location::{Location, Verbosity};
+use crate::shared::config::{BEGIN_SLOTS, MAX_SLOTS};
 use crate::shared::lanes::{Holder, LaneSeq};
 use crate::shared::record::EventRecord;
 use crate::shared::Inner;
-use crate::slots::freelist::{Chain, NIL};
-use crate::slots::pool::AcquireError;
+use crate::slots::freelist::NIL;
+use crate::slots::runs::Runs;
 use crate::sync::consts::MAX_DEPTH;
-use crate::sync::{Arc, Ordering};
+use crate::sync::Arc;
 
 /// A stack entry for a zone whose begin event was not recorded because of a failure.
 const DROPPED: u32 = NIL;
@@ -46,22 +52,6 @@ const _: () = assert!(MAX_SLOTS < SKIPPED && SKIPPED < DROPPED);
 /// The backend calls that record an event, as a caught panic names them.
 const RECORD: &str = "Backend::record_mark";
 const ADD_NODE: &str = "Backend::add_graph_record_node";
-
-/// A run of slots owned by the list, linked first to last (empty when `len == 0`).
-#[derive(Debug, Clone, Copy)]
-struct Run {
-    first: u32,
-    last: u32,
-    len: u32,
-}
-
-impl Run {
-    const EMPTY: Run = Run { first: NIL, last: NIL, len: 0 };
-
-    fn chain(self) -> Option<Chain> {
-        (self.len > 0).then_some(Chain { first: self.first, last: self.last, len: self.len })
-    }
-}
 
 /// The timing events of one command buffer: zones recorded on streams or as graph nodes,
 /// submitted as a whole with [`TracingContext::submit`](crate::TracingContext::submit).
@@ -86,8 +76,8 @@ impl Run {
 pub struct EventList<B: Backend> {
     ctx: Arc<Inner<B>>,
     id: u64,
-    used: Run,
-    spare: Run,
+    /// The slots of its recorded events (used), then its reservation (spare).
+    runs: Runs,
     /// The records of the `used` events, in order: moved to the collector at submit.
     records: Vec<EventRecord>,
     /// Open zones, outermost first: the begin event's position in `records`, DROPPED or
@@ -102,6 +92,11 @@ pub struct EventList<B: Backend> {
     /// The list's place in the order of its home lane (the lane of its first event), taken
     /// in one step with recording that event, or at submission ([`Placement`]).
     home: Option<LaneSeq>,
+    /// The host time read just before the list's first event was recorded (placed at its
+    /// first record: a lower bound of the clocks' offset at that event's GPU time).
+    first_host_ns: Option<i64>,
+    /// The frame current when the list was made (its zones carry it).
+    frame: Option<u64>,
     /// The NVTX range of each open zone on the stack (0: none).
     #[cfg(feature = "nvtx")]
     nvtx: [crate::nvtx::Token; MAX_DEPTH],
@@ -111,29 +106,42 @@ impl<B: Backend> std::fmt::Debug for EventList<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventList")
             .field("id", &self.id)
-            .field("events", &self.used.len)
-            .field("reserved", &self.spare.len)
+            .field("events", &self.runs.used())
+            .field("reserved", &self.runs.spare())
             .field("open_zones", &self.open_zones())
             .finish()
     }
 }
 
 impl<B: Backend> EventList<B> {
+    /// A new list. While the context records, it takes its record buffer and reserves its
+    /// first zone's slots (a batch) now: a first `zone_begin` that did it sat in the
+    /// application's dispatch path with two or three cache lines more to fetch, often just
+    /// after the thread slept (issue 27). A reservation that fails here is tried again, and
+    /// reported, by that begin.
     pub(crate) fn new(ctx: Arc<Inner<B>>, id: u64) -> Self {
-        Self {
+        let frame = if ENABLED { ctx.current_frame() } else { None };
+        let switches = ctx.switches();
+        let mut list = Self {
             ctx,
             id,
-            used: Run::EMPTY,
-            spare: Run::EMPTY,
+            runs: Runs::EMPTY,
             records: Vec::new(),
             stack: [NIL; MAX_DEPTH],
             depth: 0,
             overflow: 0,
             reserved: 0,
             home: None,
+            first_host_ns: None,
+            frame,
             #[cfg(feature = "nvtx")]
             nvtx: [0; MAX_DEPTH],
+        };
+        if ENABLED && !switches.closed() && switches.level() != Verbosity::Off {
+            list.records = list.ctx.record_buffers.take_for_list();
+            let _ = list.reserve(BEGIN_SLOTS);
         }
+        list
     }
 
     /// The list's id, unique within its context (sinks see it on every zone batch).
@@ -141,9 +149,15 @@ impl<B: Backend> EventList<B> {
         self.id
     }
 
+    /// The frame this list belongs to: the one current when it was made
+    /// ([`TracingContext::frame`](crate::TracingContext::frame)).
+    pub fn frame(&self) -> Option<u64> {
+        self.frame
+    }
+
     /// How many events this list has recorded.
     pub fn event_count(&self) -> usize {
-        self.used.len as usize
+        self.runs.used() as usize
     }
 
     /// How many zones are open (begun and not yet ended), including skipped and dropped ones.
@@ -161,6 +175,9 @@ impl<B: Backend> EventList<B> {
         stream: &B::Stream,
         location: impl Into<Location>,
     ) -> Result<(), RecordError> {
+        if !ENABLED {
+            return Ok(());
+        }
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
         self.step(lane, false, Some(location.into()), RECORD, |b, e, mark| b.record_mark(e, stream, mark))
             .map(drop)
@@ -168,6 +185,9 @@ impl<B: Backend> EventList<B> {
 
     /// Ends the innermost open zone with one event on `stream`.
     pub fn zone_end(&mut self, stream: &B::Stream) -> Result<(), RecordError> {
+        if !ENABLED {
+            return Ok(());
+        }
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
         self.step(lane, true, None, RECORD, |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
     }
@@ -178,6 +198,9 @@ impl<B: Backend> EventList<B> {
         stream: &B::Stream,
         location: impl Into<Location>,
     ) -> Result<(), RecordError> {
+        if !ENABLED {
+            return Ok(());
+        }
         let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
         self.step(lane, true, Some(location.into()), RECORD, |b, e, mark| b.record_mark(e, stream, mark))
             .map(drop)
@@ -191,6 +214,9 @@ impl<B: Backend> EventList<B> {
         dependencies: &[B::GraphNode],
         location: impl Into<Location>,
     ) -> Result<Option<B::GraphNode>, RecordError> {
+        if !ENABLED {
+            return Ok(None);
+        }
         let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
         self.step(lane, false, Some(location.into()), ADD_NODE, |b, e, _| {
             b.add_graph_record_node(e, graph, dependencies)
@@ -204,6 +230,9 @@ impl<B: Backend> EventList<B> {
         graph: &B::Graph,
         dependencies: &[B::GraphNode],
     ) -> Result<Option<B::GraphNode>, RecordError> {
+        if !ENABLED {
+            return Ok(None);
+        }
         let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
         self.step(lane, true, None, ADD_NODE, |b, e, _| b.add_graph_record_node(e, graph, dependencies))
     }
@@ -215,231 +244,19 @@ impl<B: Backend> EventList<B> {
         dependencies: &[B::GraphNode],
         location: impl Into<Location>,
     ) -> Result<Option<B::GraphNode>, RecordError> {
+        if !ENABLED {
+            return Ok(None);
+        }
         let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
         self.step(lane, true, Some(location.into()), ADD_NODE, |b, e, _| {
             b.add_graph_record_node(e, graph, dependencies)
         })
     }
 
-    /// One recording step: optionally end the innermost zone, optionally begin a new one, with
-    /// at most one event. Every zone that cannot be recorded is counted as dropped.
-    fn step<R>(
-        &mut self,
-        lane: Lane,
-        end: bool,
-        begin: Option<Location>,
-        call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
-    ) -> Result<Option<R>, RecordError> {
-        let ended = if !end {
-            None
-        } else if self.overflow > 0 {
-            self.overflow -= 1;
-            None
-        } else if self.depth > 0 {
-            self.depth -= 1;
-            #[cfg(feature = "nvtx")]
-            crate::nvtx::pop(std::mem::take(&mut self.nvtx[self.depth]));
-            Some(self.stack[self.depth]).filter(|&s| s < SKIPPED)
-        } else {
-            return Err(RecordError::NoOpenZone);
-        };
-        if ended.is_some() {
-            // The slot kept for this end is the one the event below takes.
-            self.reserved -= 1;
-        }
-
-        let mut error = None;
-        let mut opened = None;
-        let mut begin_location = None;
-        let mut launches = false;
-        if let Some(location) = begin {
-            let switches = self.ctx.switches();
-            let wanted = switches.level().records(location.level());
-            if self.depth == MAX_DEPTH {
-                if wanted {
-                    self.ctx.count_dropped(1);
-                    error = Some(RecordError::TooDeep { max_depth: MAX_DEPTH });
-                }
-                self.overflow += 1;
-            } else if !wanted {
-                opened = Some(SKIPPED);
-            } else {
-                // The range opens before the begin event is recorded, and covers the zone's
-                // work on this thread; it is pushed for a zone that fails to record too
-                // (refused for want of a slot, or failing in the backend).
-                #[cfg(feature = "nvtx")]
-                if switches.nvtx() {
-                    self.nvtx[self.depth] = crate::nvtx::push(location.name());
-                }
-                if let Err(e) = self.refuse_begin(switches.closed()) {
-                    self.ctx.count_dropped(1);
-                    error = Some(e);
-                    opened = Some(DROPPED);
-                } else {
-                    begin_location = Some(location);
-                    launches = switches.launches();
-                }
-            }
-        }
-
-        let mut output = None;
-        if ended.is_some() || begin_location.is_some() {
-            let begins = begin_location.is_some();
-            match self.record_event(lane, ended.is_some(), begin_location, launches, call, record) {
-                Ok((event, out)) => {
-                    output = Some(out);
-                    if begins {
-                        opened = Some(event);
-                        self.reserved += 1;
-                    }
-                }
-                Err(e) => {
-                    if let Some(begin) = ended {
-                        self.records[begin as usize].begin_dropped = true;
-                        self.ctx.count_dropped(1);
-                    }
-                    if begins {
-                        self.ctx.count_dropped(1);
-                        opened = Some(DROPPED);
-                    }
-                    error.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(entry) = opened {
-            self.stack[self.depth] = entry;
-            self.depth += 1;
-        }
-        match error {
-            Some(e) => Err(e),
-            None => Ok(output),
-        }
-    }
-
-    /// Why a zone that would be recorded cannot begin, if it cannot: the context is closed, or
-    /// the reservation cannot hold a slot for its begin event and one kept for its end, besides
-    /// those kept for the other open zones (a zone this step ends has given its kept slot
-    /// back already: it becomes the begin event's).
-    fn refuse_begin(&mut self, closed: bool) -> Result<(), RecordError> {
-        if closed {
-            return Err(RecordError::ContextClosed);
-        }
-        self.reserve(self.reserved + 2)
-    }
-
-    /// Takes a slot, records its event, appends it and its record to the list, and returns
-    /// the event's position in the list. The list's first event also takes the list's place
-    /// on its lane, in the same step.
-    fn record_event<R>(
-        &mut self,
-        lane: Lane,
-        ends: bool,
-        begins: Option<Location>,
-        launches: bool,
-        call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
-    ) -> Result<(u32, R), RecordError> {
-        let index = self.take_slot()?;
-        let ctx = &*self.ctx;
-        let slot = ctx.pool.slot(index);
-        let mark = match (ends, begins.is_some()) {
-            (true, true) => Mark::EndAndBegin,
-            (true, false) => Mark::End,
-            _ => Mark::Begin,
-        };
-        // A backend that panics loses the event, not the slot: `guarded` makes the panic its
-        // error. With launches on, the record call's host times are kept.
-        let event = || {
-            let begin = launches.then(|| ctx.backend.host_now_ns());
-            let out = guarded(call, || record(&ctx.backend, &slot.event, mark))?;
-            Ok((out, begin.map(|begin| Launch::new(begin, ctx.backend.host_now_ns(), thread_number()))))
-        };
-        let recorded = if self.used.len == 0 && B::PLACEMENT == Placement::FirstRecord {
-            let list_id = self.id;
-            let holder = || holder(list_id, lane, begins.as_ref(), ctx.backend.host_now_ns());
-            ctx.lanes.record_first(lane, event, holder).map(|(home, out)| {
-                self.home = Some(home);
-                out
-            })
-        } else {
-            event()
-        };
-        let (out, launch) = match recorded {
-            Ok(recorded) => recorded,
-            Err(e) => {
-                self.untake_slot(index);
-                return Err(RecordError::Backend(e));
-            }
-        };
-        let launched = launch.is_some();
-        if let Some(launch) = launch {
-            // Safety: the slot is Owned by this list (taken from its reservation): no other
-            // thread reads or writes its launch until the list is submitted or dropped.
-            slot.launch.with_mut(|l| unsafe { *l = launch });
-        }
-        if self.used.len == 0 {
-            self.records = self.ctx.record_buffers.take_for_list();
-        }
-        self.records.push(EventRecord { slot: index, lane, ends, begin_dropped: false, launched, begins });
-        let position = self.used.len;
-        if self.used.len == 0 {
-            self.used.first = index;
-        } else {
-            // Relaxed: the list's links are published by the Release CAS of submit or release.
-            self.ctx.pool.slot(self.used.last).link.store(index, Ordering::Relaxed);
-        }
-        self.used.last = index;
-        self.used.len += 1;
-        Ok((position, out))
-    }
-
-    /// Refills the reservation until it holds `n` slots (one batch or more at a time).
-    fn reserve(&mut self, n: u32) -> Result<(), RecordError> {
-        while self.spare.len < n {
-            let ctx = &self.ctx;
-            let want = ctx.config.batch.max(n - self.spare.len);
-            let chain = ctx.pool.acquire(want, || ctx.backend.create_event()).map_err(|e| match e {
-                AcquireError::Exhausted => RecordError::PoolExhausted { capacity: ctx.config.max_capacity },
-                AcquireError::Backend(e) => RecordError::Backend(e),
-            })?;
-            if self.spare.len == 0 {
-                self.spare.first = chain.first;
-            } else {
-                // Relaxed: the list's own slots; published by whichever Release CAS hands
-                // them on.
-                ctx.pool.slot(self.spare.last).link.store(chain.first, Ordering::Relaxed);
-            }
-            self.spare.last = chain.last;
-            self.spare.len += chain.len;
-        }
-        Ok(())
-    }
-
-    fn take_slot(&mut self) -> Result<u32, RecordError> {
-        self.reserve(1)?;
-        let index = self.spare.first;
-        self.spare.len -= 1;
-        if self.spare.len > 0 {
-            self.spare.first = self.ctx.pool.slot(index).link.load(Ordering::Relaxed);
-        }
-        Ok(index)
-    }
-
-    fn untake_slot(&mut self, index: u32) {
-        if self.spare.len == 0 {
-            self.spare.last = index;
-        } else {
-            self.ctx.pool.slot(index).link.store(self.spare.first, Ordering::Relaxed);
-        }
-        self.spare.first = index;
-        self.spare.len += 1;
-    }
-
     /// Hands the recorded events to the context's submission queue and the unused
     /// reservation back to the pool. The caller has checked context and open zones.
     pub(crate) fn submit(mut self) {
-        if B::PLACEMENT == Placement::Submit && self.used.len > 0 {
+        if B::PLACEMENT == Placement::Submit && self.runs.used() > 0 {
             // The place is taken now, in submission order, under the lane's lock and held
             // until the queue has the list, as a first record's is.
             let (ctx, list_id, first) = (&self.ctx, self.id, &self.records[0]);
@@ -447,19 +264,27 @@ impl<B: Backend> EventList<B> {
             let taken = ctx.lanes.record_first(first.lane, || Ok::<_, std::convert::Infallible>(()), holder);
             self.home = taken.ok().map(|(home, ())| home);
         }
-        let spare = std::mem::replace(&mut self.spare, Run::EMPTY);
-        let used = std::mem::replace(&mut self.used, Run::EMPTY);
-        if let Some(spare) = spare.chain() {
-            self.ctx.pool.release_owned(spare);
+        let pool = &self.ctx.pool;
+        let (used, spare) = self.runs.take_chains(pool);
+        if let Some(spare) = spare {
+            pool.release_owned(spare);
         }
-        let records = std::mem::take(&mut self.records);
-        self.ctx.enqueue(used.chain(), records, self.id, self.home.take());
+        let mut records = std::mem::take(&mut self.records);
+        if used.is_none() {
+            // Nothing recorded: the buffer taken for it goes to this thread's next list.
+            self.ctx.record_buffers.give_back_on_thread(std::mem::take(&mut records));
+        }
+        self.ctx.enqueue(used, records, self.id, self.home.take(), self.first_host_ns, self.frame);
     }
 
     pub(crate) fn context(&self) -> &Arc<Inner<B>> {
         &self.ctx
     }
 }
+
+/// Collects a recording thread runs, at most, before it reports the pool exhausted: each
+/// returns the slots of the lists the GPU has run since.
+const RELIEFS: u32 = 8;
 
 /// The holder of a place on `lane` taken by list `list_id`, whose first zone begins at
 /// `first`.
@@ -481,17 +306,11 @@ impl<B: Backend> Drop for EventList<B> {
         // emptied for a later list.
         self.ctx.record_buffers.give_back_on_thread(std::mem::take(&mut self.records));
         let pool = &self.ctx.pool;
-        let chain = match (self.used.chain(), self.spare.chain()) {
-            (Some(used), Some(spare)) => {
-                pool.slot(used.last).link.store(spare.first, Ordering::Relaxed);
-                Some(Chain { first: used.first, last: spare.last, len: used.len + spare.len })
-            }
-            (used, spare) => used.or(spare),
-        };
-        if let Some(chain) = chain {
+        let recorded = self.runs.used() > 0;
+        if let Some(chain) = self.runs.take_all(pool) {
             pool.release_owned(chain);
         }
-        if self.used.len > 0 {
+        if recorded {
             self.ctx.count_discarded();
         }
         // Its place in its lane's order is given up, so that later lists of the lane do

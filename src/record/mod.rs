@@ -10,5 +10,10 @@ mod guard;
 mod list;
 
 pub use error::RecordError;
+
+/// Whether recording is compiled in (the default feature `enable`). Without it, every
+/// recording method returns at once, recording nothing: a branch on this constant, which the
+/// compiler removes with everything after it (docs/watch.md, "Compiled out").
+pub const ENABLED: bool = cfg!(feature = "enable");
 pub use guard::ZoneGuard;
 pub use list::{EventList, SubmitError};

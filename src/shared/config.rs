@@ -6,9 +6,19 @@ use crate::slots::freelist::NIL;
 use crate::slots::pool::Pool;
 use std::time::Duration;
 
-/// The largest slot index a pool may hand out: the two indices above it mark a list's
+/// The most slots a pool may have, 2^24 - 3; slot indices are below it. Above them, `NIL`
+/// (2^24 - 1, the top of the freelist head's 24-bit index field) and `NIL - 1` mark a list's
 /// dropped and skipped zones (`record/list.rs`).
 pub(crate) const MAX_SLOTS: u32 = NIL - 2;
+
+/// Free slots a list needs to begin a zone: one for the begin event, one kept for its end (a
+/// zone that begins can always end: `record/list.rs`). A pool smaller than this could never
+/// record a zone.
+pub(crate) const BEGIN_SLOTS: u32 = 2;
+
+/// Lists that can each hold a full reservation batch at once: a batch is cut to
+/// `max_capacity / BATCH_SHARES` (at least [`BEGIN_SLOTS`]).
+const BATCH_SHARES: u32 = 16;
 
 /// How a context is built. Every field has a sensible default ([`Config::default`]); set
 /// fields on a default value, or use the [`Builder`](crate::Builder)'s setters.
@@ -20,9 +30,17 @@ pub struct Config {
     /// Events created with the context (rounded up to a power of two). Default 64.
     pub initial_capacity: u32,
     /// Most events the pool may grow to; at the maximum, zones are dropped and counted.
-    /// Default 16384 (the seed had a fixed 16128).
+    /// At most 16,777,213 (2^24 - 3: what the freelist can index, less two markers). Default
+    /// 16384 (the seed had a fixed 16128).
     pub max_capacity: u32,
-    /// Slots a list reserves with one CAS. Default 16.
+    /// Most slots in a segment of free slots: a list's reservation is refilled with whole
+    /// segments (from its thread's magazine, or the freelist with one CAS), and a list's
+    /// recorded slots go back to the pool cut into segments of this length. Default 16.
+    /// When the context is built, a batch above a sixteenth of
+    /// `max_capacity` (at least 2) is cut to that, so that one list's reservation cannot
+    /// starve the others: at least 16 lists can each hold a batch at once in a pool of 32
+    /// slots or more. [`TracingContext::config`](crate::TracingContext::config) shows the
+    /// batch used.
     pub batch: u32,
     /// Zones above this level record nothing. Default `Fine` (everything).
     pub verbosity: Verbosity,
@@ -45,6 +63,7 @@ pub struct Config {
     /// Whether each zone also pushes an NVTX range on the recording thread (feature `nvtx`;
     /// [`TracingContext::set_nvtx_ranges`](crate::TracingContext::set_nvtx_ranges) switches it at run time). Default `true`.
     #[cfg(feature = "nvtx")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "nvtx")))]
     pub nvtx_ranges: bool,
     /// Whether each zone keeps where and when the host recorded it
     /// ([`Zone::launch`](crate::sink::Zone::launch): two host clock reads and a thread-local
@@ -73,7 +92,8 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Checks the configuration.
+    /// Checks the configuration: the errors [`Builder::build`](crate::Builder::build) returns
+    /// for it. A batch too large is not an error: `build` cuts it ([`Config::batch`]).
     pub fn validate(&self) -> Result<(), ConfigError> {
         let (initial, max) = (self.initial_capacity, self.max_capacity);
         if initial == 0 || max == 0 {
@@ -81,6 +101,9 @@ impl Config {
         }
         if initial > max {
             return Err(ConfigError::InvertedCapacity { initial, max });
+        }
+        if max < BEGIN_SLOTS {
+            return Err(ConfigError::TooSmall { max, least: BEGIN_SLOTS });
         }
         if self.batch == 0 {
             return Err(ConfigError::ZeroBatch);
@@ -92,5 +115,25 @@ impl Config {
             return Err(ConfigError::TooLarge { initial: rounded, max, limit });
         }
         Ok(())
+    }
+    /// Cuts the batch to its share of the pool ([`Config::batch`]).
+    pub(crate) fn cut_batch(&mut self) {
+        self.batch = self.batch.min((self.max_capacity / BATCH_SHARES).max(BEGIN_SLOTS));
+    }
+}
+
+#[cfg(all(test, not(gpu_event_pool_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_maximum_capacity_is_what_the_freelist_can_index() {
+        let config = |max| Config { initial_capacity: 1, max_capacity: max, ..Config::default() };
+        assert_eq!(MAX_SLOTS, (1 << 24) - 3);
+        assert_eq!(config(MAX_SLOTS).validate(), Ok(()));
+        assert_eq!(
+            config(MAX_SLOTS + 1).validate(),
+            Err(ConfigError::TooLarge { initial: 1, max: MAX_SLOTS + 1, limit: u64::from(MAX_SLOTS) })
+        );
     }
 }

@@ -116,6 +116,21 @@ impl Drop for Locked<'_> {
 }
 
 impl Entry {
+    /// Locks the entry if no thread holds it now; `None` if one does. One CAS, no waiting.
+    fn try_lock(&self) -> Option<Locked<'_>> {
+        // Relaxed: a guess at the unlocked word; the CAS checks it.
+        let word = self.next.load(Ordering::Relaxed);
+        if word & LOCKED != 0 {
+            return None;
+        }
+        // Acquire: as in `lock`. A strong CAS: a spurious failure would only delay the caller
+        // to its next try, but there is no reason to.
+        match self.next.compare_exchange(word, word | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => Some(Locked { entry: self, seq: word >> 1 }),
+            Err(_) => None,
+        }
+    }
+
     /// Locks the entry, spinning while another thread holds it (it is recording one event,
     /// or updating the holders).
     fn lock(&self) -> Locked<'_> {
@@ -232,8 +247,22 @@ impl LaneTable {
 
     /// The list holding `place`, if it is still being recorded (not yet submitted or
     /// dropped); `None` once it was handed to the collector, or for a place not taken yet.
+    #[cfg(test)]
     pub(crate) fn holder(&self, place: LaneSeq) -> Option<Holder> {
         let locked = self.entries.get(place.entry as usize)?.lock();
+        Self::holder_of(&locked, place)
+    }
+
+    /// [`holder`](Self::holder) without waiting, for the collector: `None` when a recorder
+    /// holds the lane's lock now (it is taking or giving up a place: ask again later), else
+    /// the answer. A collector never spins on a lock recorders take.
+    pub(crate) fn try_holder(&self, place: LaneSeq) -> Option<Option<Holder>> {
+        let Some(entry) = self.entries.get(place.entry as usize) else { return Some(None) };
+        let locked = entry.try_lock()?;
+        Some(Self::holder_of(&locked, place))
+    }
+
+    fn holder_of(locked: &Locked<'_>, place: LaneSeq) -> Option<Holder> {
         locked.with_holders(|holders| {
             holders.iter().find(|(seq, _)| *seq == place.seq).map(|(_, holder)| holder.clone())
         })
@@ -337,5 +366,18 @@ mod tests {
         assert_eq!(table.holder(second).map(|h| h.list_id), Some(42), "the others stay");
         table.release(second);
         assert!(table.holder(second).is_none());
+    }
+
+    #[test]
+    fn try_holder_answers_unless_a_recorder_holds_the_lane_now() {
+        let table = LaneTable::new();
+        let lane = Lane::Stream(9);
+        let (place, ()) = table.record_first(lane, || Ok::<_, ()>(()), || holder(41)).unwrap();
+        assert_eq!(table.try_holder(place).map(|h| h.map(|h| h.list_id)), Some(Some(41)));
+        let busy = table.entries[place.entry as usize].lock();
+        assert!(table.try_holder(place).is_none(), "the lane is locked: no answer, no wait");
+        drop(busy);
+        table.release(place);
+        assert_eq!(table.try_holder(place).map(|h| h.is_some()), Some(false), "handed to the collector");
     }
 }

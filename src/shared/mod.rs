@@ -12,12 +12,12 @@ pub(crate) mod voids;
 
 use crate::backend::{Backend, Lane};
 use crate::location::Verbosity;
-use crate::sink::ContextInfo;
+use crate::sink::{ContextInfo, FrameMark};
 use crate::slots::freelist::Chain;
 use crate::slots::pool::Pool;
 use crate::slots::submit::SubmissionQueue;
 use crate::slots::tally::Tally;
-use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
+use crate::sync::{lock, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
 use config::Config;
 use crossbeam_utils::CachePadded;
 use lanes::{LaneSeq, LaneTable};
@@ -35,11 +35,15 @@ pub(crate) struct Counters {
     pub(crate) lists_failed: AtomicUsize,
     pub(crate) zones_emitted: AtomicUsize,
     pub(crate) lists_shifted: AtomicUsize,
+    pub(crate) zones_moved_to_launch: AtomicUsize,
     pub(crate) sink_failures: AtomicUsize,
     pub(crate) sinks_stopped: AtomicUsize,
     pub(crate) lanes_released: AtomicUsize,
     pub(crate) lists_late: AtomicUsize,
+    pub(crate) concurrent_lists: AtomicUsize,
     pub(crate) emitter_ns: AtomicU64,
+    /// Issue 26 (liveness): calls of the error handler that panicked (`context/handle.rs`).
+    pub(crate) error_handler_panics: AtomicUsize,
 }
 
 pub(crate) const LISTS_SUBMITTED: usize = 0;
@@ -80,8 +84,40 @@ pub(crate) struct Inner<B: Backend> {
     switches: AtomicU8,
     /// Lane names given by the user, not yet delivered to the sinks (the collector does).
     pub(crate) lane_names: CachePadded<Mutex<Vec<(Lane, String)>>>,
+    /// What a recording thread does when the pool is exhausted, before it drops a zone: a
+    /// collect (set by the context once it is made; `None` in loom models). Whether it may
+    /// have freed slots: it collected lists, or another thread is collecting.
+    pub(crate) relief: std::sync::OnceLock<Relief>,
     next_list_id: CachePadded<AtomicU64>,
+    /// The current frame (`NO_FRAME`: none), read once per list when it is made. On a line
+    /// of its own: written once per frame, it must not make recorders miss the line of the
+    /// backend and the configuration.
+    frame: CachePadded<AtomicU64>,
+    /// Frame starts not yet delivered to the sinks (the emitter does), at most
+    /// `MAX_FRAME_MARKS`.
+    frame_marks: CachePadded<Mutex<Vec<FrameMark>>>,
 }
+
+// The thread's own lane is a hint for readers, outside the modelled concurrency: plain std.
+std::thread_local! {
+    /// The lane-table entry of the last list the thread submitted (`u32::MAX`: none).
+    static OWN_LANE: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
+}
+
+/// The lane-table entry of the last list the calling thread submitted: a reader on this
+/// thread re-probes that lane first (collect/read.rs).
+pub(crate) fn own_lane() -> u32 {
+    OWN_LANE.with(std::cell::Cell::get)
+}
+
+/// [`Inner::relief`]: a collect run by a recording thread that found the pool exhausted.
+pub(crate) type Relief = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// The frame id that means "no frame" (`TracingContext::frame(u64::MAX)`).
+pub(crate) const NO_FRAME: u64 = u64::MAX;
+
+/// Frame marks kept for the emitter: a context never collected drops the oldest beyond.
+const MAX_FRAME_MARKS: usize = 4096;
 
 /// Bits of `Inner::switches` holding the verbosity.
 const VERBOSITY_BITS: u8 = 3;
@@ -173,17 +209,51 @@ impl<B: Backend> Inner<B> {
                 lists_failed: AtomicUsize::new(0),
                 zones_emitted: AtomicUsize::new(0),
                 lists_shifted: AtomicUsize::new(0),
+                zones_moved_to_launch: AtomicUsize::new(0),
                 sink_failures: AtomicUsize::new(0),
                 sinks_stopped: AtomicUsize::new(0),
                 lanes_released: AtomicUsize::new(0),
                 lists_late: AtomicUsize::new(0),
+                concurrent_lists: AtomicUsize::new(0),
                 emitter_ns: AtomicU64::new(0),
+                error_handler_panics: AtomicUsize::new(0),
             }),
             info,
             switches: AtomicU8::new(switches),
             lane_names: CachePadded::new(Mutex::new(Vec::new())),
+            relief: std::sync::OnceLock::new(),
             next_list_id: CachePadded::new(AtomicU64::new(1)),
+            frame: CachePadded::new(AtomicU64::new(NO_FRAME)),
+            frame_marks: CachePadded::new(Mutex::new(Vec::new())),
         }
+    }
+
+    /// Starts frame `id` (`NO_FRAME`: none) at `host_ns`: lists made from now on belong to
+    /// it, and its mark waits for the emitter.
+    pub(crate) fn start_frame(&self, id: u64, host_ns: i64) {
+        let mut marks = lock(&self.frame_marks);
+        if id != NO_FRAME {
+            if marks.len() == MAX_FRAME_MARKS {
+                marks.remove(0);
+            }
+            marks.push(FrameMark { id, host_ns });
+        }
+        // Release, after the push: a list that sees this frame (its Acquire load) was made
+        // after the mark was pushed, and the list reaches the emitter through queues that
+        // publish with Release/Acquire; so the emit phase that emits a zone of this frame
+        // takes the mark at its end, if an earlier one did not.
+        self.frame.store(id, Ordering::Release);
+    }
+
+    /// The current frame, for a list being made: one load per list.
+    #[inline]
+    pub(crate) fn current_frame(&self) -> Option<u64> {
+        Some(self.frame.load(Ordering::Acquire)).filter(|&id| id != NO_FRAME)
+    }
+
+    /// The frame marks not yet delivered, in call order.
+    pub(crate) fn take_frame_marks(&self) -> Vec<FrameMark> {
+        std::mem::take(&mut *lock(&self.frame_marks))
     }
 
     /// The switches now. Relaxed: a switch takes effect for calls that start after it is
@@ -217,6 +287,8 @@ impl<B: Backend> Inner<B> {
         events: Vec<EventRecord>,
         list_id: u64,
         home: Option<LaneSeq>,
+        first_host_ns: Option<i64>,
+        frame: Option<u64>,
     ) {
         self.counters.recorded.add(LISTS_SUBMITTED, 1);
         let (Some(used), Some(home), Some(first)) = (used, home, events.first()) else {
@@ -240,13 +312,22 @@ impl<B: Backend> Inner<B> {
                 list_probed: false,
                 zones: Vec::new(),
                 list_placed: None,
+                first_host_ns,
+                list_frame: frame,
             };
         });
         self.pool.mark_submitted(used.len);
         self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
+        OWN_LANE.with(|c| c.set(home.entry));
         self.queue.push(&self.pool, used.first);
         // Handed to the collector: the place is no longer held by a list being recorded.
         self.lanes.release(home);
+    }
+
+    /// Runs the relief (a collect) for a recording thread that found the pool exhausted;
+    /// whether slots may have come back.
+    pub(crate) fn relieve(&self) -> bool {
+        self.relief.get().is_some_and(|relief| relief())
     }
 
     /// A new list id, unique within the context.

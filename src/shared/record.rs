@@ -63,6 +63,11 @@ pub(crate) struct ListRecord {
     /// since the base event, the anchor's drift bound, the read's rounding bound); `None`
     /// when it could not, and the emitter places it.
     pub(crate) list_placed: Option<(i64, i64, i64)>,
+    /// The host time read just before the list's first event was recorded, when the list
+    /// took its place there: a lower bound of the clocks' offset at that event.
+    pub(crate) first_host_ns: Option<i64>,
+    /// The frame the list belongs to (current when it was made), copied onto its zones.
+    pub(crate) list_frame: Option<u64>,
 }
 
 /// What a list on the collector's queues is.
@@ -90,6 +95,8 @@ impl Default for ListRecord {
             list_probed: false,
             zones: Vec::new(),
             list_placed: None,
+            first_host_ns: None,
+            list_frame: None,
         }
     }
 }

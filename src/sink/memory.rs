@@ -7,7 +7,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 struct Recorded {
     info: Option<ContextInfo>,
     calibrations: Vec<Calibration>,
-    batches: Vec<(u64, Vec<Zone>)>,
+    /// Every zone kept, batch after batch, in one buffer: a batch costs the collector a copy
+    /// into it, not an allocation of its own.
+    zones: Vec<Zone>,
+    /// Each batch's list id and where its zones end in `zones`.
+    batches: Vec<(u64, usize)>,
     flushes: usize,
 }
 
@@ -31,7 +35,7 @@ impl MemorySink {
     /// Every zone so far, batch after batch (each batch in begin order). Copies them and
     /// keeps them; [`take_zones`](Self::take_zones) hands them over instead.
     pub fn zones(&self) -> Vec<Zone> {
-        self.lock().batches.iter().flat_map(|(_, zones)| zones.iter().cloned()).collect()
+        self.lock().zones.clone()
     }
 
     /// Every zone collected since the last `take_zones` (or [`clear`](Self::clear)), batch
@@ -55,13 +59,24 @@ impl MemorySink {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn take_zones(&self) -> Vec<Zone> {
-        let batches = std::mem::take(&mut self.lock().batches);
-        batches.into_iter().flat_map(|(_, zones)| zones).collect()
+        let mut recorded = self.lock();
+        recorded.batches.clear();
+        std::mem::take(&mut recorded.zones)
     }
 
     /// Every batch so far: (list id, zones), in the order the collector sent them.
     pub fn batches(&self) -> Vec<(u64, Vec<Zone>)> {
-        self.lock().batches.clone()
+        let recorded = self.lock();
+        let mut start = 0;
+        recorded
+            .batches
+            .iter()
+            .map(|&(list_id, end)| {
+                let zones = recorded.zones[start..end].to_vec();
+                start = end;
+                (list_id, zones)
+            })
+            .collect()
     }
 
     /// Calibration pairs received (the base pair is in [`info`](Self::info)).
@@ -83,6 +98,7 @@ impl MemorySink {
     pub fn clear(&self) {
         let mut recorded = self.lock();
         recorded.batches.clear();
+        recorded.zones.clear();
         recorded.calibrations.clear();
     }
 }
@@ -99,7 +115,10 @@ impl Sink for MemorySink {
     }
 
     fn zones(&mut self, _context: &ContextInfo, batch: ZoneBatch<'_>) -> std::io::Result<()> {
-        self.lock().batches.push((batch.list_id, batch.zones.to_vec()));
+        let mut recorded = self.lock();
+        recorded.zones.extend_from_slice(batch.zones);
+        let end = recorded.zones.len();
+        recorded.batches.push((batch.list_id, end));
         Ok(())
     }
 

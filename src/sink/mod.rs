@@ -10,6 +10,8 @@
 //! - [`memory`]: keeps zones in memory (tests, in-process analysis).
 //! - [`results`]: hands each collected list's zones to a closure or a channel (timings back
 //!   to the application).
+//! - [`frames`]: statistics per zone name over the last N frames (count, mean, percentiles,
+//!   max) and each kept frame's zones as a tree, read by the application at any time.
 //! - [`chrome`]: Chrome trace event JSON, loadable in Perfetto and `chrome://tracing`, on the
 //!   host clock by default so that it lines up with a CPU trace ([`chrome`], "Which clock").
 //! - `tracy`: the Tracy profiler (feature `tracy`).
@@ -17,11 +19,14 @@
 //!   writes the application's CPU spans into a [`chrome::ChromeTrace`], beside its GPU zones.
 
 pub mod chrome;
+pub mod frames;
 pub mod memory;
 pub mod results;
 #[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub mod tracing_layer;
 #[cfg(feature = "tracy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracy")))]
 pub mod tracy;
 
 use crate::backend::Lane;
@@ -40,6 +45,11 @@ pub struct ContextInfo {
     /// The first calibration pair, taken when the context was made: GPU time 0 is the
     /// context's base event.
     pub base: Calibration,
+    /// Where the backend's host clock (the host times of zones and calibrations) reads 0, as
+    /// an [`Instant`](std::time::Instant), when the backend knows it
+    /// ([`Backend::host_clock_origin`](crate::Backend::host_clock_origin)): a sink maps host
+    /// times onto `Instant` exactly through it.
+    pub host_clock_origin: Option<std::time::Instant>,
 }
 
 /// A (GPU time, host time) pair observed together. GPU times are nanoseconds since the
@@ -73,6 +83,10 @@ pub struct Zone {
     /// Where and when the host recorded the zone's begin: `Some` only while the context
     /// records launches ([`Builder::record_launches`](crate::Builder::record_launches)).
     pub launch: Option<Launch>,
+    /// The frame its list belongs to: the one current when the list was made
+    /// ([`TracingContext::frame`](crate::TracingContext::frame)); `None` for a list made
+    /// before any frame or after `frame(u64::MAX)`.
+    pub frame: Option<u64>,
 }
 
 impl Zone {
@@ -94,7 +108,19 @@ impl Zone {
             host_begin_ns: gpu_begin_ns,
             host_end_ns: gpu_end_ns,
             launch: None,
+            frame: None,
         }
+    }
+
+    /// The same zone in `frame`.
+    pub fn with_frame(mut self, frame: u64) -> Self {
+        self.frame = Some(frame);
+        self
+    }
+
+    /// Its GPU duration in nanoseconds (`gpu_end_ns - gpu_begin_ns`, never negative).
+    pub fn duration_ns(&self) -> u64 {
+        self.gpu_end_ns.saturating_sub(self.gpu_begin_ns).max(0) as u64
     }
 
     /// The same zone with this launch (where and when the host recorded it).
@@ -120,6 +146,63 @@ pub struct ZoneBatch<'a> {
     pub zones: &'a [Zone],
 }
 
+/// One zone and the zones nested in it ([`zone_tree`]).
+#[derive(Debug, Clone)]
+pub struct ZoneNode<'a> {
+    /// The zone.
+    pub zone: &'a Zone,
+    /// Its children, in the order they began.
+    pub children: Vec<ZoneNode<'a>>,
+}
+
+/// Zones in begin order, each with its depth (a batch, or batches one after another), as a
+/// tree: the outermost zones, each with the zones nested in it (the shape `wgpu-profiler`
+/// returns a frame in). A zone is a child of the nearest zone before it one level up.
+pub fn zone_tree(zones: &[Zone]) -> Vec<ZoneNode<'_>> {
+    fn take<'a>(
+        zones: &mut std::iter::Peekable<std::slice::Iter<'a, Zone>>,
+        depth: u32,
+    ) -> Vec<ZoneNode<'a>> {
+        let mut nodes = Vec::new();
+        while let Some(zone) = zones.next_if(|z| z.depth >= depth) {
+            let children = take(zones, zone.depth + 1);
+            nodes.push(ZoneNode { zone, children });
+        }
+        nodes
+    }
+    take(&mut zones.iter().peekable(), 0)
+}
+
+/// The start of a frame ([`TracingContext::frame`](crate::TracingContext::frame)), as the
+/// collector hands it to the sinks ([`Sink::frame`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameMark {
+    /// The frame's id, as given to `frame`.
+    pub id: u64,
+    /// When `frame` was called, on the backend's host clock (the clock of
+    /// [`Zone::host_begin_ns`]).
+    pub host_ns: i64,
+}
+
+/// What the collector samples for sinks that asked ([`Sink::wants_counters`]): once per emit
+/// phase, after the lists it emitted released their slots (docs/watch.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CounterSample {
+    /// When it was sampled, on the backend's host clock.
+    pub host_ns: i64,
+    /// Slots held by lists being recorded or submitted and not yet collected
+    /// ([`Stats::in_use`](crate::Stats::in_use)).
+    pub slots_in_use: usize,
+    /// Zones dropped so far, cumulative ([`Stats::dropped_zones`](crate::Stats::dropped_zones)).
+    pub zones_dropped: usize,
+    /// Lists submitted and not yet collected.
+    pub lists_pending: usize,
+    /// `host_ns` minus the latest host end of any zone emitted so far, in nanoseconds: how far
+    /// behind the host the emitted GPU timeline is. `None` before the first zone. While the
+    /// GPU is idle it grows with the time since its last work.
+    pub lag_ns: Option<i64>,
+}
+
 /// A destination for collected zones.
 pub trait Sink: Send {
     /// Called once when the context is made, before any other call.
@@ -140,6 +223,24 @@ pub trait Sink: Send {
     }
     /// The zones of one list. Batches of one lane arrive in that lane's GPU order.
     fn zones(&mut self, context: &ContextInfo, batch: ZoneBatch<'_>) -> std::io::Result<()>;
+    /// The start of a frame, delivered at the end of the emit phase that follows the
+    /// [`frame`](crate::TracingContext::frame) call: a frame's first zones may come before
+    /// it (they carry [`Zone::frame`]).
+    fn frame(&mut self, context: &ContextInfo, mark: FrameMark) -> std::io::Result<()> {
+        let _ = (context, mark);
+        Ok(())
+    }
+    /// Whether this sink wants [`counters`](Self::counters): asked once, when the context is
+    /// made. While no sink of a context wants them, nothing is sampled.
+    fn wants_counters(&self) -> bool {
+        false
+    }
+    /// A sample of the context's counters, at the end of every emit phase (only for a
+    /// context with a sink that [wants](Self::wants_counters) them).
+    fn counters(&mut self, context: &ContextInfo, sample: &CounterSample) -> std::io::Result<()> {
+        let _ = (context, sample);
+        Ok(())
+    }
     /// Makes everything written so far durable (called by `flush` and when the context ends).
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())

@@ -43,7 +43,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use super::{ContextInfo, Sink, Zone, ZoneBatch};
+pub use super::ZoneNode;
+use super::{zone_tree, ContextInfo, Sink, Zone, ZoneBatch};
 use std::sync::mpsc::{channel, Receiver, Sender};
 
 /// The zones of one collected list.
@@ -55,35 +56,18 @@ pub struct ListResults {
     pub context: u32,
     /// The list's id ([`EventList::id`](crate::EventList::id)), unique within its context.
     pub list_id: u64,
+    /// The frame the list belongs to ([`EventList::frame`](crate::EventList::frame)), as each
+    /// of its zones says (`None` for a list none of whose zones was recorded).
+    pub frame: Option<u64>,
     /// The list's zones in the order they began (parents before children).
     pub zones: Vec<Zone>,
-}
-
-/// One zone and the zones nested in it ([`ListResults::tree`]).
-#[derive(Debug, Clone)]
-pub struct ZoneNode<'a> {
-    /// The zone.
-    pub zone: &'a Zone,
-    /// Its children, in the order they began.
-    pub children: Vec<ZoneNode<'a>>,
 }
 
 impl ListResults {
     /// The zones as a tree: the outermost zones, each with the zones nested in it (the shape
     /// `wgpu-profiler` returns a frame in).
     pub fn tree(&self) -> Vec<ZoneNode<'_>> {
-        fn take<'a>(
-            zones: &mut std::iter::Peekable<std::slice::Iter<'a, Zone>>,
-            depth: u32,
-        ) -> Vec<ZoneNode<'a>> {
-            let mut nodes = Vec::new();
-            while let Some(zone) = zones.next_if(|z| z.depth >= depth) {
-                let children = take(zones, zone.depth + 1);
-                nodes.push(ZoneNode { zone, children });
-            }
-            nodes
-        }
-        take(&mut self.zones.iter().peekable(), 0)
+        zone_tree(&self.zones)
     }
 }
 
@@ -123,6 +107,7 @@ impl Sink for ResultsSink {
         (self.deliver)(ListResults {
             context: context.id,
             list_id: batch.list_id,
+            frame: batch.zones.first().and_then(|z| z.frame),
             zones: batch.zones.to_vec(),
         });
         Ok(())
@@ -141,6 +126,7 @@ mod tests {
         let list = ListResults {
             context: 1,
             list_id: 1,
+            frame: None,
             zones: vec![zone("a", 0), zone("b", 1), zone("c", 2), zone("d", 1), zone("e", 0)],
         };
         let tree = list.tree();

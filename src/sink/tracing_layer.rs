@@ -4,8 +4,8 @@
 //!
 //! - **One clock, one origin.** The layer reads [`Instant::now`] and writes `ts` as the trace's
 //!   sinks do ([`ChromeTrace::ts_ns`]): microseconds since the trace's origin (or on the wall
-//!   clock after [`ChromeTrace::with_wall_clock_origin`]). Give each GPU sink
-//!   `with_backend_clock(&backend)` and its zones are placed on that clock exactly.
+//!   clock after [`ChromeTrace::with_wall_clock_origin`]); each GPU sink places its zones on
+//!   that clock through its context's backend clock.
 //! - **Its own process.** CPU tracks are written under the trace's CPU process id
 //!   ([`ChromeTrace::cpu_pid`], by default this process's id), apart from the GPU contexts'
 //!   processes (their ids, which move out of its way; see
@@ -33,7 +33,7 @@
 //! let gpu = SimBackend::realtime();
 //! let stream = gpu.stream();
 //! let ctx = TracingContext::builder(gpu.clone())
-//!     .sink(trace.sink().with_backend_clock(&gpu))
+//!     .sink(trace.sink())
 //!     .record_launches(true) // flow arrows from the recording thread to each zone
 //!     .build()?;
 //! {
@@ -85,6 +85,7 @@ impl std::fmt::Debug for ChromeLayer {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 impl ChromeTrace {
     /// A `tracing-subscriber` layer writing the application's spans and events into this
     /// trace, on its origin and CPU process ([`tracing_layer`](super::tracing_layer)).

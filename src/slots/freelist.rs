@@ -2,27 +2,45 @@
 //! Parallelism*, IBM RJ 5118, 1986), with an ABA tag and whole-chain operations.
 //!
 //! The stack holds no nodes of its own: it threads a chain through one `AtomicU32` link per
-//! slot, owned by whoever holds the slot array (the pool). The head is one `AtomicU64`:
+//! slot, owned by whoever holds the slot array (the pool). The head is one `AtomicU64`
+//! holding the top slot's index and a tag (`Head` packs and unpacks it):
 //!
 //! ```text
-//!  63                          32 31                           0
-//! +------------------------------+------------------------------+
-//! |  tag: bumped on every        |  index of the top slot,      |
-//! |  successful CAS (push / pop) |  or NIL (u32::MAX) if empty  |
-//! +------------------------------+------------------------------+
+//!  63                                        24 23                      0
+//! +--------------------------------------------+------------------------+
+//! |  tag (40 bits): +1 on every successful CAS  |  index of the top slot |
+//! |  (push / pop), wraps after 2^40             |  or NIL = 2^24 - 1     |
+//! +--------------------------------------------+------------------------+
 //! ```
 //!
 //! The tag defeats ABA: a thread that read head `(t, A)` and A's link `B`, then slept while
 //! others popped A, popped B, and pushed A back, finds head `(t+3, A)` and its CAS fails,
-//! instead of installing the stale `B`. A 32-bit tag would need exactly 2^32 successful CASes
-//! between one thread's load and its CAS to be fooled.
+//! instead of installing the stale `B`. To be fooled, exactly a multiple of 2^40 successful
+//! CASes must happen between one thread's load and its CAS: about 57 minutes of a thread
+//! doing nothing but pop and push, at the 3.1 ns per CAS measured on the 2-core dev machine
+//! (docs/design.md, section 3, has the arithmetic). The index takes the other 24 bits, and
+//! [`NIL`] is their all-ones value: slot indices are below it, so a freelist holds at most
+//! 2^24 - 1 slots, and the head and the links hold the same values (packing is a shift and
+//! a mask, nothing to translate).
 //!
-//! `pop_chain(n)` takes up to `n` slots in one CAS and `push_chain(first, last)` returns a
-//! whole chain in one CAS: contention is one CAS per batch, not per slot.
+//! **Segments.** Every chain on the stack is cut into *segments*: runs of slots whose first
+//! slot's segment word names the run's last slot and length ([`Segment`]); the slot after a
+//! segment (its last slot's link) heads the next one:
+//!
+//! ```text
+//!  head ─► [A: segment {last: C, len: 3}] ─► B ─► C ─► [D: segment {last: D, len: 1}] ─► NIL
+//! ```
+//!
+//! `push_chain(chain)` puts a whole segmented chain on top in one CAS; `pop_chain(n)` takes
+//! whole segments until it has `n` slots, also in one CAS, reading one word and one link per
+//! segment where a split at slot `n` reads the `n` links before it. Links are the slots'
+//! own, so each is a cache line the popper may not have: taking 64 slots by their links cost
+//! 3 to 10 µs when other threads had last written them (issue 27). Contention is one CAS
+//! per chain, not per slot.
 //!
 //! [`TaggedFreeList`] takes the tag width as a const parameter only so the verification
 //! suite can build a deliberately blind one (`TAG_BITS = 0`) and show loom catching the ABA
-//! bug; the crate uses [`FreeList`] (32 bits).
+//! bug; the crate uses [`FreeList`] (40 bits).
 //!
 //! This module is public and supported: the stack works on any slot array that gives it
 //! links ([`Links`]), and the verification suite (`loom-tests/`) drives it directly.
@@ -30,39 +48,180 @@
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 
-/// The index that means "no slot": the end of a chain, or an empty stack.
-pub const NIL: u32 = u32::MAX;
+/// The index that means "no slot": the end of a chain, or an empty stack. It is 2^24 - 1,
+/// the largest value of the head's 24-bit index field: every slot index is below it.
+pub const NIL: u32 = Head::INDEX_MASK as u32;
 
-/// Gives the freelist the link of a slot. Links are atomics because a thread that read a
-/// stale head may read the link of a slot whose new owner is writing it; that read must not
-/// be a data race (the tag makes the stale value harmless).
+/// Gives the freelist the link and the segment word of a slot. Both are atomics because a
+/// thread that read a stale head may read them while the slot's new owner writes them; that
+/// read must not be a data race (the tag makes the stale value harmless).
 pub trait Links {
-    /// The link of slot `index`. `index` comes from a link or the head, so it is either a
-    /// live slot, or (for a stale reader only) a slot not yet visible to this thread: then
-    /// the implementation returns any link holding [`NIL`], and the reader's CAS will fail.
+    /// The link of slot `index`: a slot index (below [`NIL`]) or NIL. `index` comes from a
+    /// link, a segment word or the head, so it is either a live slot, or (for a stale reader
+    /// only) a slot not yet visible to this thread: then the implementation returns any link
+    /// holding [`NIL`], and the reader's CAS will fail.
     fn link(&self, index: u32) -> &AtomicU32;
+
+    /// The segment word of slot `index` ([`Segment`]), meaningful while the slot heads a
+    /// segment of a free chain. For an `index` not visible to this thread, as for
+    /// [`link`](Self::link): any word (its reader's CAS fails).
+    fn segment(&self, index: u32) -> &AtomicU64;
 }
 
-impl Links for [AtomicU32] {
-    fn link(&self, index: u32) -> &AtomicU32 {
-        &self[index as usize]
+/// Links and segment words for slots that keep neither themselves: the slots of a test or a
+/// benchmark, numbered from 0.
+///
+/// ```
+/// use gpu_event_pool::freelist::{FreeList, LinkTable};
+/// let links = LinkTable::new(4);
+/// let free = FreeList::new();
+/// (0..4).for_each(|i| free.push(&links, i));
+/// assert_eq!(free.pop_chain(&links, 3).map(|chain| chain.len), Some(3));
+/// ```
+#[derive(Debug)]
+pub struct LinkTable {
+    links: Box<[AtomicU32]>,
+    segments: Box<[AtomicU64]>,
+}
+
+impl LinkTable {
+    /// Links (all [`NIL`]) and segment words for slots `0..len`.
+    pub fn new(len: u32) -> Self {
+        Self {
+            links: (0..len).map(|_| AtomicU32::new(NIL)).collect(),
+            segments: (0..len).map(|_| AtomicU64::new(0)).collect(),
+        }
     }
 }
 
-impl<const N: usize> Links for [AtomicU32; N] {
+impl Links for LinkTable {
     fn link(&self, index: u32) -> &AtomicU32 {
-        &self[index as usize]
+        &self.links[index as usize]
+    }
+
+    fn segment(&self, index: u32) -> &AtomicU64 {
+        &self.segments[index as usize]
     }
 }
 
-impl Links for Vec<AtomicU32> {
-    fn link(&self, index: u32) -> &AtomicU32 {
-        &self[index as usize]
+/// A segment of a free chain, as its first slot's segment word holds it: lower 32 bits the
+/// segment's last slot, upper 32 bits its length (at least 1; the slots are linked from the
+/// first through to `last`). Only the word of a slot that heads a segment means anything;
+/// every other slot's word is left as it was, stale.
+///
+/// Words are written by the slots' owner and published like their links: by the Release CAS
+/// that pushes them, or by whatever hands the owner's slots on (a magazine is one thread's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// The segment's last slot.
+    pub last: u32,
+    /// How many slots it has.
+    pub len: u32,
+}
+
+impl Segment {
+    /// The segment slot `first` heads (whatever its word holds if it heads none).
+    #[inline]
+    pub fn read(links: &(impl Links + ?Sized), first: u32) -> Self {
+        // Relaxed: ordered like the links (see the type's docs); a stale reader's CAS fails.
+        Self::from_word(links.segment(first).load(Ordering::Relaxed))
     }
+
+    /// The segment a word holds: lower 32 bits `last`, upper 32 bits `len`.
+    #[inline]
+    pub(crate) fn from_word(word: u64) -> Self {
+        Self { last: word as u32, len: (word >> 32) as u32 }
+    }
+
+    /// Makes slot `first`, the caller's, head this segment.
+    #[inline]
+    pub fn write(self, links: &(impl Links + ?Sized), first: u32) {
+        debug_assert!(self.len >= 1);
+        // Relaxed: published by whatever hands the slots on (see the type's docs).
+        links.segment(first).store(self.word(), Ordering::Relaxed);
+    }
+
+    /// The segment's word ([`from_word`](Self::from_word) reads it back).
+    #[inline]
+    pub(crate) fn word(self) -> u64 {
+        u64::from(self.len) << 32 | u64::from(self.last)
+    }
+}
+
+/// Cuts the front off the segmented chain that starts at `first` and has `len` slots (the
+/// caller's; `1 <= min <= len`, `min <= max`): whole segments while fewer than `min` slots
+/// are taken and the next segment fits in `max`; a segment that does not fit is cut so that
+/// exactly `min` are taken, both its parts made segments (two words written). Returns the slots taken, a segmented chain, and the first slot of what is left
+/// (`NIL` when nothing is).
+///
+/// Reads one word and one link per whole segment taken, and the links up to the cut in a
+/// segment that is cut: with `max` a batch and `min` what a list lacks, a cut walks only the
+/// few slots the list lacks.
+pub fn cut_front(links: &(impl Links + ?Sized), first: u32, len: u32, min: u32, max: u32) -> (Chain, u32) {
+    debug_assert!(1 <= min && min <= len && min <= max);
+    let mut taken = 0;
+    let mut head = first;
+    loop {
+        let segment = Segment::read(links, head);
+        debug_assert!(1 <= segment.len && taken + segment.len <= len, "{segment:?} in {len}");
+        // Relaxed: the caller's own slots (see the callers for how they got them).
+        if taken + segment.len > max {
+            let keep = min - taken;
+            let mut last = head;
+            for _ in 1..keep {
+                last = links.link(last).load(Ordering::Relaxed);
+            }
+            let rest = links.link(last).load(Ordering::Relaxed);
+            Segment { last, len: keep }.write(links, head);
+            Segment { last: segment.last, len: segment.len - keep }.write(links, rest);
+            return (Chain { first, last, len: min }, rest);
+        }
+        taken += segment.len;
+        if taken >= min {
+            let rest = if taken < len { links.link(segment.last).load(Ordering::Relaxed) } else { NIL };
+            return (Chain { first, last: segment.last, len: taken }, rest);
+        }
+        head = links.link(segment.last).load(Ordering::Relaxed);
+    }
+}
+
+/// Counts the slots of a segmented chain from `first`, segment by segment, stopping at the
+/// chain's end (a NIL link), after `limit` slots, or at the first segment whose word does
+/// not match its links (its length runs past NIL, past `limit`, or does not end at its last
+/// slot): that segment is not counted, so an audit that compares this count with what it
+/// expects sees a broken segmentation as missing slots. Exact only when no other thread uses
+/// the slots; for audits and tests.
+pub fn count_segmented(links: &(impl Links + ?Sized), first: u32, limit: usize) -> usize {
+    let mut count = 0;
+    let mut head = first;
+    while head != NIL && count < limit {
+        let segment = Segment::read(links, head);
+        let len = segment.len as usize;
+        if len == 0 || count + len > limit {
+            return count;
+        }
+        // Acquire: an audit may follow slots that another thread released before it.
+        let mut slot = head;
+        for _ in 1..len {
+            slot = links.link(slot).load(Ordering::Acquire);
+            if slot == NIL {
+                return count;
+            }
+        }
+        if slot != segment.last {
+            return count;
+        }
+        count += len;
+        head = links.link(slot).load(Ordering::Acquire);
+    }
+    count
 }
 
 /// A chain of slots taken from or given to a freelist: `first`, linked through to `last`,
 /// `len` slots in all. The link of `last` is not part of the chain (it may point anywhere).
+///
+/// A chain a freelist hands out or takes is *segmented*: `first` heads a [`Segment`], and
+/// the slot after each segment heads the next, up to the one that ends at `last`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chain {
     /// The first slot.
@@ -73,15 +232,63 @@ pub struct Chain {
     pub len: u32,
 }
 
-/// The freelist the crate uses: a Treiber stack with a 32-bit ABA tag.
-pub type FreeList = TaggedFreeList<32>;
+impl Chain {
+    /// The chain of slot `index` alone, made a segment (the slot is the caller's).
+    pub fn single(links: &(impl Links + ?Sized), index: u32) -> Self {
+        Self { first: index, last: index, len: 1 }.into_segment(links)
+    }
 
-/// A Treiber stack of slot indices whose head carries a `TAG_BITS`-bit ABA tag (0 to 32).
+    /// This chain (the caller's, linked first to last) made one segment: writes its first
+    /// slot's segment word.
+    pub fn into_segment(self, links: &(impl Links + ?Sized)) -> Self {
+        Segment { last: self.last, len: self.len }.write(links, self.first);
+        self
+    }
+}
+
+/// The freelist's head word, the only place that knows its layout: lower 24 bits the index
+/// of the top slot or [`NIL`] (all ones); upper 40 bits the tag, bumped on every successful
+/// CAS. Both in one word, so one 64-bit CAS swaps them together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Head(u64);
+
+impl Head {
+    /// Width of the index field.
+    const INDEX_BITS: u32 = 24;
+    /// The index field; its all-ones value is [`NIL`].
+    const INDEX_MASK: u64 = (1 << Self::INDEX_BITS) - 1;
+    /// Width of the tag: the rest of the word.
+    const TAG_BITS: u32 = u64::BITS - Self::INDEX_BITS;
+
+    /// Head `(tag, index)`. `tag` must fit [`Self::TAG_BITS`] bits; `index` is a slot or
+    /// NIL. Bits of `index` above NIL's are dropped, so that a link holding anything else
+    /// cannot reach the tag: only a stale popper could read one, and its CAS fails.
+    #[inline]
+    fn new(tag: u64, index: u32) -> Self {
+        debug_assert!(tag >> Self::TAG_BITS == 0);
+        Self((tag << Self::INDEX_BITS) | (u64::from(index) & Self::INDEX_MASK))
+    }
+
+    #[inline]
+    fn index(self) -> u32 {
+        (self.0 & Self::INDEX_MASK) as u32
+    }
+
+    #[inline]
+    fn tag(self) -> u64 {
+        self.0 >> Self::INDEX_BITS
+    }
+}
+
+/// The freelist the crate uses: a Treiber stack with a 40-bit ABA tag.
+pub type FreeList = TaggedFreeList<40>;
+
+/// A Treiber stack of slot indices whose head carries a `TAG_BITS`-bit ABA tag (0 to 40).
 /// Use [`FreeList`]; narrower tags exist for the verification suite's negative control.
 #[derive(Debug)]
 pub struct TaggedFreeList<const TAG_BITS: u32> {
-    /// Lower 32 bits: index of the top slot (or NIL); upper 32 bits: tag, bumped on every
-    /// successful CAS and kept to `TAG_BITS` bits.
+    /// A [`Head`]: lower 24 bits the index of the top slot or NIL (all ones); upper 40 bits
+    /// the tag, bumped on every successful CAS and kept to `TAG_BITS` bits.
     head: CachePadded<AtomicU64>,
 }
 
@@ -92,94 +299,101 @@ impl<const TAG_BITS: u32> Default for TaggedFreeList<TAG_BITS> {
 }
 
 impl<const TAG_BITS: u32> TaggedFreeList<TAG_BITS> {
-    const TAG_MASK: u64 = if TAG_BITS >= 32 { u32::MAX as u64 } else { (1u64 << TAG_BITS) - 1 };
+    const TAG_MASK: u64 = {
+        assert!(TAG_BITS <= Head::TAG_BITS, "the head has room for a 40-bit tag at most");
+        (1 << TAG_BITS) - 1
+    };
 
     /// An empty stack.
     pub fn new() -> Self {
-        Self { head: CachePadded::new(AtomicU64::new(Self::pack(0, NIL))) }
+        Self::with_tag(0)
     }
 
+    /// An empty stack whose tag starts at `tag` (the tests start it near a wrap).
+    fn with_tag(tag: u64) -> Self {
+        Self { head: CachePadded::new(AtomicU64::new(Head::new(tag & Self::TAG_MASK, NIL).0)) }
+    }
+
+    /// Replaces `seen`, if it is still the head, with `index` on top and the tag bumped.
+    /// On failure (the head moved, or a spurious failure) returns the head found.
     #[inline]
-    fn pack(tag: u64, index: u32) -> u64 {
-        ((tag & Self::TAG_MASK) << 32) | u64::from(index)
+    fn replace(&self, seen: Head, index: u32, success: Ordering, failure: Ordering) -> Result<(), Head> {
+        let next = Head::new((seen.tag() + 1) & Self::TAG_MASK, index);
+        self.head.compare_exchange_weak(seen.0, next.0, success, failure).map(drop).map_err(Head)
     }
 
-    #[inline]
-    fn index(word: u64) -> u32 {
-        word as u32
-    }
-
-    #[inline]
-    fn next_word(word: u64, index: u32) -> u64 {
-        Self::pack((word >> 32).wrapping_add(1), index)
-    }
-
-    /// Pops one slot, or `None` if the stack is empty.
-    #[inline]
-    pub fn pop(&self, links: &(impl Links + ?Sized)) -> Option<u32> {
-        self.pop_chain(links, 1).map(|chain| chain.first)
-    }
-
-    /// Pops up to `n` (at least 1) slots in one CAS, as a chain linked in stack order.
+    /// Pops whole segments, at least `n` (at least 1) slots while the stack has them, in one
+    /// CAS: a segmented chain in stack order. Reads one segment word and one link per segment
+    /// taken, never the links inside a segment.
     pub fn pop_chain(&self, links: &(impl Links + ?Sized), n: u32) -> Option<Chain> {
         debug_assert!(n >= 1);
         // Acquire: pairs with the Release CAS of the push that installed this head, so the
-        // links of the chain (written before that push) are visible to the walk below.
-        let mut head = self.head.load(Ordering::Acquire);
+        // words and links of the chain (written before that push) are visible below.
+        let mut head = Head(self.head.load(Ordering::Acquire));
         loop {
-            let first = Self::index(head);
+            let first = head.index();
             if first == NIL {
                 return None;
             }
-            // Relaxed link loads: the Acquire above already orders them after the pusher's
-            // writes. If another thread pops these slots meanwhile, what we read may be
-            // stale, but then the head's tag has moved and the CAS below fails.
-            let mut last = first;
-            let mut len = 1;
-            let mut next = links.link(last).load(Ordering::Relaxed);
-            while len < n && next != NIL {
-                last = next;
-                len += 1;
-                next = links.link(last).load(Ordering::Relaxed);
+            // Relaxed word and link loads: the Acquire above already orders them after the
+            // pusher's writes. If another thread pops these slots meanwhile, what we read may
+            // be stale (any value), but then the head's tag has moved and the CAS below fails;
+            // `segments` bounds the walk even then (every true segment has a slot or more).
+            let mut segment = Segment::read(links, first);
+            let mut len = segment.len;
+            let mut next = links.link(segment.last).load(Ordering::Relaxed);
+            let mut segments = 1;
+            while len < n && next != NIL && segments < n {
+                segment = Segment::read(links, next);
+                len = len.saturating_add(segment.len);
+                next = links.link(segment.last).load(Ordering::Relaxed);
+                segments += 1;
             }
             // Success Acquire: we now own the chain and will read and write its slots after
             // the previous owner's release (the push's Release CAS heads the release
-            // sequence this RMW continues). Failure Acquire: we walk the new head's links.
-            match self.head.compare_exchange_weak(
-                head,
-                Self::next_word(head, next),
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(Chain { first, last, len }),
+            // sequence this RMW continues). Failure Acquire: we read the new head's segments.
+            match self.replace(head, next, Ordering::Acquire, Ordering::Acquire) {
+                Ok(()) => return Some(Chain { first, last: segment.last, len }),
                 Err(current) => head = current,
             }
         }
     }
 
-    /// Pushes one slot.
+    /// Pushes one slot (an index below [`NIL`], the caller's), as a segment of its own.
+    ///
+    /// # Panics
+    ///
+    /// If `index` is not below [`NIL`], as [`push_chain`](Self::push_chain).
     #[inline]
     pub fn push(&self, links: &(impl Links + ?Sized), index: u32) {
-        self.push_chain(links, Chain { first: index, last: index, len: 1 });
+        if index >= NIL {
+            slot_out_of_range(index);
+        }
+        self.push_chain(links, Chain::single(links, index));
     }
 
-    /// Pushes a whole chain (`first` linked through to `last`) in one CAS.
+    /// Pushes a whole segmented chain (`first` linked through to `last`, its segment words
+    /// written) in one CAS. Every slot of it must be below [`NIL`].
+    ///
+    /// # Panics
+    ///
+    /// If `chain.first` is not below [`NIL`]: the head could not hold it.
     pub fn push_chain(&self, links: &(impl Links + ?Sized), chain: Chain) {
-        debug_assert!(chain.first != NIL && chain.last != NIL && chain.len >= 1);
+        // Not only a debug check: the head would keep the index's lower 24 bits, and hand out
+        // another slot, one that may be in use.
+        if chain.first >= NIL {
+            slot_out_of_range(chain.first);
+        }
+        debug_assert!(chain.last < NIL && chain.len >= 1);
         // Relaxed: we only copy the index into our own slot's link; nothing is read through it.
-        let mut head = self.head.load(Ordering::Relaxed);
+        let mut head = Head(self.head.load(Ordering::Relaxed));
         loop {
             // Relaxed: published by the Release CAS below.
-            links.link(chain.last).store(Self::index(head), Ordering::Relaxed);
+            links.link(chain.last).store(head.index(), Ordering::Relaxed);
             // Success Release: everything the owner wrote to these slots (links, records)
             // happens-before any thread that pops them (its Acquire load or CAS).
-            match self.head.compare_exchange_weak(
-                head,
-                Self::next_word(head, chain.first),
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
+            match self.replace(head, chain.first, Ordering::Release, Ordering::Relaxed) {
+                Ok(()) => return,
                 Err(current) => head = current,
             }
         }
@@ -190,54 +404,73 @@ impl<const TAG_BITS: u32> TaggedFreeList<TAG_BITS> {
     #[inline]
     pub fn looks_empty(&self) -> bool {
         // Relaxed: a hint, never followed by a read of any slot.
-        Self::index(self.head.load(Ordering::Relaxed)) == NIL
+        Head(self.head.load(Ordering::Relaxed)).index() == NIL
     }
 
-    /// Counts the slots on the stack by walking it, stopping after `limit`. Exact only when
-    /// no other thread is using the stack; meant for audits and tests.
+    /// Counts the slots on the stack by walking it segment by segment ([`count_segmented`]:
+    /// a broken segment ends the count), stopping after `limit`. Exact only when no other
+    /// thread is using the stack; meant for audits and tests.
     pub fn count_quiescent(&self, links: &(impl Links + ?Sized), limit: usize) -> usize {
-        let mut index = Self::index(self.head.load(Ordering::Acquire));
-        let mut count = 0;
-        while index != NIL && count < limit {
-            count += 1;
-            index = links.link(index).load(Ordering::Acquire);
-        }
-        count
+        count_segmented(links, Head(self.head.load(Ordering::Acquire)).index(), limit)
     }
+}
+
+/// Out of line, and given the index by value, so that `push_chain` keeps the chain in
+/// registers: formatting it in place made every push store it to the stack, and a locked
+/// CAS waits for earlier stores to drain (a nanosecond per push and pop on the dev machine).
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn slot_out_of_range(index: u32) -> ! {
+    panic!("slot {index} does not fit the freelist's head (indices are below {NIL})")
 }
 
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
 
-    fn links(n: u32) -> Vec<AtomicU32> {
-        (0..n).map(|_| AtomicU32::new(NIL)).collect()
+    fn links(n: u32) -> LinkTable {
+        LinkTable::new(n)
+    }
+
+    /// Pops one segment at a time: the first slot of each.
+    fn pop(f: &FreeList, l: &LinkTable) -> Option<u32> {
+        f.pop_chain(l, 1).map(|chain| chain.first)
+    }
+
+    /// Links `first..first + len` in index order and makes them one segment.
+    fn run(l: &LinkTable, first: u32, len: u32) -> Chain {
+        (first..first + len - 1).for_each(|i| l.link(i).store(i + 1, Ordering::Relaxed));
+        Chain { first, last: first + len - 1, len }.into_segment(l)
     }
 
     #[test]
     fn pop_returns_pushed_slots_last_in_first_out() {
         let l = links(3);
         let f = FreeList::new();
-        assert_eq!(f.pop(&l), None);
+        assert_eq!(pop(&f, &l), None);
         f.push(&l, 0);
         f.push(&l, 2);
-        assert_eq!(f.pop(&l), Some(2));
-        assert_eq!(f.pop(&l), Some(0));
-        assert_eq!(f.pop(&l), None);
+        assert_eq!(pop(&f, &l), Some(2));
+        assert_eq!(pop(&f, &l), Some(0));
+        assert_eq!(pop(&f, &l), None);
     }
 
     #[test]
-    fn pop_chain_takes_at_most_n_in_stack_order() {
-        let l = links(5);
+    fn pop_chain_takes_whole_segments_until_it_has_n_in_stack_order() {
+        let l = links(9);
         let f = FreeList::new();
-        for i in 0..5 {
-            f.push(&l, i);
+        for (first, len) in [(0, 2), (2, 3), (5, 1), (6, 3)] {
+            f.push_chain(&l, run(&l, first, len));
         }
-        let c = f.pop_chain(&l, 3).unwrap();
-        assert_eq!((c.first, c.last, c.len), (4, 2, 3));
-        assert_eq!(l[4].load(Ordering::Relaxed), 3);
+        // The stack: [6 7 8] [5] [2 3 4] [0 1].
+        let c = f.pop_chain(&l, 2).unwrap();
+        assert_eq!((c.first, c.last, c.len), (6, 8, 3), "one segment is enough: it is not cut");
+        let c = f.pop_chain(&l, 2).unwrap();
+        assert_eq!((c.first, c.last, c.len), (5, 4, 4), "a second segment makes up the rest");
+        assert_eq!(l.link(5).load(Ordering::Relaxed), 2, "linked in stack order");
         let c = f.pop_chain(&l, 10).unwrap();
-        assert_eq!((c.first, c.last, c.len), (1, 0, 2));
+        assert_eq!((c.first, c.last, c.len), (0, 1, 2), "what is left");
         assert!(f.pop_chain(&l, 1).is_none());
     }
 
@@ -246,12 +479,85 @@ mod tests {
         let l = links(4);
         let f = FreeList::new();
         f.push(&l, 3);
-        l[0].store(1, Ordering::Relaxed);
-        l[1].store(2, Ordering::Relaxed);
-        f.push_chain(&l, Chain { first: 0, last: 2, len: 3 });
+        f.push_chain(&l, run(&l, 0, 3));
         assert_eq!(f.count_quiescent(&l, 100), 4);
-        let order: Vec<u32> = std::iter::from_fn(|| f.pop(&l)).collect();
-        assert_eq!(order, vec![0, 1, 2, 3]);
+        assert_eq!(f.pop_chain(&l, 4), Some(Chain { first: 0, last: 3, len: 4 }));
+    }
+
+    #[test]
+    fn a_segment_whose_word_does_not_match_its_links_ends_the_count() {
+        let l = links(6);
+        let f = FreeList::new();
+        f.push_chain(&l, run(&l, 3, 3));
+        f.push_chain(&l, run(&l, 0, 3));
+        assert_eq!(f.count_quiescent(&l, 100), 6);
+        Segment { last: 1, len: 2 }.write(&l, 0);
+        assert_eq!(f.count_quiescent(&l, 100), 2, "[0 1 2] says it is [0 1]: 2 heads no segment");
+        Segment { last: 2, len: 3 }.write(&l, 0);
+        Segment { last: 5, len: 4 }.write(&l, 3);
+        assert_eq!(f.count_quiescent(&l, 100), 3, "[3 4 5] says it has a fourth slot");
+        Segment { last: 4, len: 3 }.write(&l, 3);
+        assert_eq!(f.count_quiescent(&l, 100), 3, "[3 4 5] says it ends at 4");
+    }
+
+    #[test]
+    fn the_tag_counts_on_past_32_bits() {
+        let l = links(2);
+        let f = FreeList::with_tag((1 << 32) - 2);
+        let tag = |f: &FreeList| Head(f.head.load(Ordering::Relaxed)).tag();
+        f.push(&l, 0);
+        f.push(&l, 1);
+        assert_eq!(tag(&f), 1 << 32, "wrapped to {}", tag(&f));
+        assert_eq!((pop(&f, &l), pop(&f, &l), pop(&f, &l)), (Some(1), Some(0), None));
+        assert_eq!(tag(&f), (1 << 32) + 2);
+    }
+
+    /// A popper read head `(t, A)` and A's link `B` off the stack A -> B -> C, then paused
+    /// while other threads made 2^32 successful CASes: 2^32 - 3 that each popped A and pushed
+    /// it back (leaving the stack as it was), then a pop of A, a pop of B and a push of A. The
+    /// stack is A -> C with the tag 2^32 above `t`: a 32-bit tag would read `(t, A)` again and
+    /// let the popper install B, which another thread owns. The test builds A -> B -> C with
+    /// the tag where the first 2^32 - 3 CASes leave it, and forges the word the popper read.
+    #[test]
+    fn a_head_read_2_pow_32_cases_ago_is_refused() {
+        const A: u32 = 0;
+        const B: u32 = 1;
+        const C: u32 = 2;
+        let l = links(3);
+        let t = 7;
+        let f = FreeList::with_tag(t + (1 << 32) - 3 - 3);
+        for slot in [C, B, A] {
+            f.push(&l, slot);
+        }
+        let seen = Head::new(t, A);
+        let next = l.link(A).load(Ordering::Relaxed);
+        assert_eq!(next, B);
+
+        assert_eq!((pop(&f, &l), pop(&f, &l)), (Some(A), Some(B)));
+        f.push(&l, A);
+        assert_eq!(Head(f.head.load(Ordering::Relaxed)).index(), A);
+
+        // A weak CAS may fail spuriously; it then returns the head it expected.
+        let refused = f.replace(seen, next, Ordering::Acquire, Ordering::Acquire);
+        assert!(matches!(refused, Err(current) if current != seen), "the stale CAS installed B: {refused:?}");
+        assert_eq!((pop(&f, &l), pop(&f, &l), pop(&f, &l)), (Some(A), Some(C), None));
+    }
+
+    #[test]
+    fn the_head_holds_every_index_and_nil() {
+        for index in [0, 1, NIL / 2, NIL - 1, NIL] {
+            for tag in [0, 1, (1 << 40) - 1] {
+                let head = Head::new(tag, index);
+                assert_eq!((head.tag(), head.index()), (tag, index));
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit the freelist's head")]
+    fn pushing_a_slot_the_head_cannot_hold_panics() {
+        let l = links(1);
+        FreeList::new().push(&l, NIL);
     }
 
     #[test]
@@ -277,7 +583,7 @@ mod tests {
                 });
             }
         });
-        let mut seen: Vec<u32> = std::iter::from_fn(|| f.pop(&l)).collect();
+        let mut seen: Vec<u32> = std::iter::from_fn(|| pop(&f, &l)).collect();
         seen.sort_unstable();
         assert_eq!(seen, (0..SLOTS).collect::<Vec<_>>());
     }

@@ -14,12 +14,19 @@
 //!   [magazine: <= M slots]      [magazine: <= M slots]
 //!     │ ▲                         │ ▲                              │
 //!     │ │ refill: pop_chain        │ │ spill: push_chain            │ deposit: push_chain
-//!     ▼ │ (one CAS, max(n, M/2))   ▼ │ (one CAS, the old contents)  ▼ (one CAS per chain)
+//!     ▼ │ (one CAS, >= n)          ▼ │ (one CAS, the old contents)  ▼ (one CAS per chain)
 //!   ══════════════════ depot: FreeList (tagged Treiber stack) ══════════════════
 //! ```
 //!
-//! - `acquire(n)` takes up to `n` slots from the thread's magazine; an empty magazine first
-//!   refills with one `pop_chain` of `max(n, M/2)` slots.
+//! Every chain here is *segmented*, as on the depot ([`Segment`](super::freelist::Segment)):
+//! slots move in whole segments (a list's batch, or what is left of one), found through one
+//! word and one link each, never by walking the links inside a segment.
+//!
+//! - `acquire_between(min, max)` takes from `min` to `max` slots from the thread's magazine:
+//!   whole segments while they fit in `max`, a segment cut only to make `min` (a list asks
+//!   for what it lacks, up to a batch, and gets one whole segment); an empty magazine first
+//!   refills with one `pop_chain(min)` (whole segments, at least `min`). `acquire(n)` takes
+//!   exactly `n`.
 //! - `release(chain)` splices the chain onto the magazine in O(1). If the magazine would hold
 //!   more than `M`, its old contents go to the depot as one chain and the released chain
 //!   becomes the magazine (a chain longer than `M` goes to the depot directly).
@@ -40,11 +47,13 @@
 //!
 //! **The common call** (`acquire(n)` from a magazine holding `n`, `release` of a chain that
 //! fits, the pool not starved) is inlined into the caller: one thread-local load and compare
-//! finds the magazine, then a few loads and stores on its line and the chain's links (`n`
-//! loads for an acquire, one store for a release). The magazine's chain head and counts are
-//! the owner's own state, kept in atomics that others read but only it writes, so there is
-//! no second copy to publish. Everything else is out of line. `held.rs` finds the calling thread's magazine; `shared.rs` holds the depot, the
-//! magazine records and the exited threads' chains.
+//! finds the magazine, then a few loads and stores on its line and the chain's slots (one
+//! word and one link per whole segment for an acquire, and the links up to a cut if it cuts
+//! one; one link for a release). The magazine's
+//! chain head and counts are the owner's own state, kept in atomics that others read but
+//! only it writes, so there is no second copy to publish. Everything else is out of line.
+//! `held.rs` finds the calling thread's magazine; `shared.rs` holds the depot, the magazine
+//! records and the exited threads' chains.
 
 mod held;
 mod shared;
@@ -79,21 +88,21 @@ pub struct MagazineCounts {
 
 /// The per-thread magazines of one pool and their depot (see the [module](self) docs).
 ///
-/// The slots are indices whose links the caller provides ([`Links`]), as for
-/// [`FreeList`](super::freelist::FreeList). Every thread that acquires or releases gets its
-/// own magazine on first use.
+/// The slots are indices (below [`NIL`](super::freelist::NIL)) whose links and segment
+/// words the caller provides ([`Links`]), as for [`FreeList`](super::freelist::FreeList);
+/// every chain given to them must be segmented, and every chain they hand out is. Every
+/// thread that acquires or releases gets its own magazine on first use.
 ///
 /// ```
-/// use gpu_event_pool::freelist::{Chain, NIL};
+/// use gpu_event_pool::freelist::{Chain, LinkTable};
 /// use gpu_event_pool::magazine::Magazines;
-/// use std::sync::atomic::AtomicU32;
 ///
-/// let links: Vec<AtomicU32> = (0..64).map(|_| AtomicU32::new(NIL)).collect();
+/// let links = LinkTable::new(64);
 /// let slots = Magazines::new(16);
 /// for i in 0..64 {
-///     slots.deposit(&links, Chain { first: i, last: i, len: 1 });
+///     slots.deposit(&links, Chain::single(&links, i)); // 64 segments of one slot
 /// }
-/// let chain = slots.acquire(&links, 4).unwrap(); // one CAS refills this thread's magazine
+/// let chain = slots.acquire(&links, 4).unwrap(); // one CAS: 4 segments from the depot
 /// assert_eq!(chain.len, 4);
 /// slots.release(&links, chain); // back into this thread's magazine: no atomic RMW
 /// assert_eq!(slots.counts().free, 64);
@@ -120,74 +129,96 @@ impl Magazines {
         self.shared.size
     }
 
-    /// Takes up to `n` free slots as a chain: from this thread's magazine, refilled from the
-    /// depot when empty and topped up from it when short. `None` if `n` is 0 (in every build:
-    /// nothing is taken), or if the magazine, the depot and the exited threads' magazines are
-    /// all empty (other live threads' magazines are not searched: see [`starve`](Self::starve)).
+    /// Takes `n` free slots (fewer only when that is all there is) as a segmented chain: from
+    /// this thread's magazine, refilled from the depot when empty and topped up from it when
+    /// short ([`acquire_between`](Self::acquire_between) with `n` and `n`). `None` if `n` is 0
+    /// (in every build: nothing is taken), or if the magazine, the depot and the exited
+    /// threads' magazines are all empty (other live threads' magazines are not searched: see
+    /// [`starve`](Self::starve)).
     #[inline]
     pub fn acquire(&self, links: &(impl Links + ?Sized), n: u32) -> Option<Chain> {
-        // The common case, inlined into the caller: the magazine holds `n`.
-        if let Some(magazine) = held::own(&self.shared) {
-            let counts = magazine.counts();
-            // 1 <= n <= len; `n == 0` wraps around to the slow path, which takes nothing.
-            if n.wrapping_sub(1) < counts.len() && !self.shared.is_starved() {
-                return Some(magazine.take_front(links, n, counts));
-            }
-        }
-        self.acquire_slow(links, n)
+        self.acquire_between(links, n, n)
     }
 
-    /// Out of line, so that what `acquire` inlines stays small.
+    /// Takes from `min` to `max` free slots (`min <= max`; fewer than `min` only when that is
+    /// all there is) as a segmented chain, as [`acquire`](Self::acquire) does: whole segments
+    /// while they fit in `max`, a segment cut only to make `min`
+    /// ([`cut_front`](super::freelist::cut_front)). A list asks for what it lacks, up to a
+    /// batch: it gets a whole segment (a batch, or what is left of one) without a walk.
+    #[inline]
+    pub fn acquire_between(&self, links: &(impl Links + ?Sized), min: u32, max: u32) -> Option<Chain> {
+        debug_assert!(min <= max);
+        // The common case, inlined into the caller: the magazine holds `min`.
+        if let Some(magazine) = held::own(&self.shared) {
+            let counts = magazine.counts();
+            // 1 <= min <= len; `min == 0` wraps around to the slow path, which takes nothing.
+            if min.wrapping_sub(1) < counts.len() && !self.shared.is_starved() {
+                return Some(magazine.take_front(links, min, max, counts));
+            }
+        }
+        self.acquire_slow(links, min, max)
+    }
+
+    /// Out of line, so that what `acquire_between` inlines stays small.
     #[cold]
     #[inline(never)]
-    fn acquire_slow(&self, links: &(impl Links + ?Sized), n: u32) -> Option<Chain> {
-        if n == 0 {
+    fn acquire_slow(&self, links: &(impl Links + ?Sized), min: u32, max: u32) -> Option<Chain> {
+        if min == 0 {
             return None;
         }
         match held::own(&self.shared) {
-            Some(magazine) => self.take(magazine, links, n),
+            Some(magazine) => self.take(magazine, links, min, max),
             None => {
-                let chain = self.shared.pop_depot(links, n)?;
+                let chain = self.shared.pop_depot_between(links, min, max)?;
                 self.shared.bypass.add(HANDED_OUT, i64::from(chain.len));
                 Some(chain)
             }
         }
     }
 
-    /// `acquire` from this thread's magazine once the common case failed: it is short, or
-    /// the pool is starved.
-    fn take(&self, magazine: &Magazine, links: &(impl Links + ?Sized), n: u32) -> Option<Chain> {
+    /// `acquire_between` from this thread's magazine once the common case failed: it is
+    /// short, or the pool is starved.
+    fn take(&self, magazine: &Magazine, links: &(impl Links + ?Sized), min: u32, max: u32) -> Option<Chain> {
         let shared = &*self.shared;
         if shared.is_starved() {
             if let Some(held) = magazine.take_all() {
                 shared.push_depot(links, held);
             }
-            let chain = shared.pop_depot(links, n)?;
+            let chain = shared.pop_depot_between(links, min, max)?;
             magazine.count_past_chain(chain.len, 0);
             return Some(chain);
         }
         let mut held = match magazine.take_all() {
             Some(held) => held,
-            None => shared.pop_depot(links, n.max(shared.size / 2))?,
+            // Whole segments, at least `min`: usually one (a list's batch). More would read
+            // two more cache lines per segment now, for slots this thread may not need soon.
+            None => shared.pop_depot(links, min)?,
         };
-        if n > held.len {
+        if min > held.len {
             // Top a short magazine up from the depot: a list that got less than its batch
             // would come back for more and keep the rest as a spare, a slot that another
             // list may need (the pool is small, or nearly exhausted).
-            if let Some(more) = shared.pop_depot(links, n - held.len) {
+            if let Some(more) = shared.pop_depot(links, min - held.len) {
                 // Relaxed: these slots are this thread's (its magazine's, or just popped with
                 // an Acquire CAS); the link is published by whichever Release CAS hands them on.
                 links.link(held.last).store(more.first, Ordering::Relaxed);
                 held = Chain { first: held.first, last: more.last, len: held.len + more.len };
             }
         }
-        // At most `M` stay: `held` is longer only if `n` is, and then all of it goes.
         magazine.put(held);
-        Some(magazine.take_front(links, n.min(held.len), magazine.counts()))
+        let taken = magazine.take_front(links, min.min(held.len), max, magazine.counts());
+        // A popped segment longer than `M` (a batch above the magazine size) leaves more
+        // than `M` behind: that goes back to the depot.
+        if magazine.counts().len() > shared.size {
+            if let Some(rest) = magazine.take_all() {
+                shared.push_depot(links, rest);
+            }
+        }
+        Some(taken)
     }
 
-    /// Gives back a chain of slots that came from [`acquire`](Self::acquire) (from any
-    /// thread): onto this thread's magazine, spilling to the depot past the magazine size.
+    /// Gives back a segmented chain of slots that came from [`acquire`](Self::acquire) (from
+    /// any thread): onto this thread's magazine, spilling to the depot past the magazine size.
     #[inline]
     pub fn release(&self, links: &(impl Links + ?Sized), chain: Chain) {
         debug_assert!(chain.len >= 1);
@@ -235,9 +266,9 @@ impl Magazines {
         magazine.push_front(links, chain, magazine.counts());
     }
 
-    /// Adds free slots straight to the depot (new slots, or slots coming back from
-    /// elsewhere than `acquire`, such as collected lists); also moves the exited threads'
-    /// magazines there.
+    /// Adds a segmented chain of free slots straight to the depot (new slots, or slots coming
+    /// back from elsewhere than `acquire`, such as collected lists); also moves the exited
+    /// threads' magazines there.
     pub fn deposit(&self, links: &(impl Links + ?Sized), chain: Chain) {
         self.shared.bypass.add(DEPOSITED, i64::from(chain.len));
         self.shared.push_depot(links, chain);

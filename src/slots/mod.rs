@@ -8,5 +8,6 @@
 pub mod freelist;
 pub mod magazine;
 pub(crate) mod pool;
+pub(crate) mod runs;
 pub(crate) mod submit;
 pub(crate) mod tally;

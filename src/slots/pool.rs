@@ -19,14 +19,16 @@
 //! ([`Magazines`]): lists acquire from and release to their thread's magazine; the collector
 //! and new pages go to the freelist (the depot).
 
-use super::freelist::{Chain, Links, NIL};
+use super::freelist::{cut_front, Chain, Links, Segment, NIL};
 use super::magazine::Magazines;
 use super::submit::SubmissionLinks;
 use super::tally::Tally;
 use crate::backend::BackendError;
 use crate::launch::Launch;
 use crate::sync::consts::{MAGAZINE_SLOTS, MAX_PAGES};
-use crate::sync::{spin_wait, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{
+    spin_wait, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, UnsafeCell,
+};
 use crossbeam_utils::CachePadded;
 
 /// One pool slot.
@@ -34,6 +36,9 @@ use crossbeam_utils::CachePadded;
 pub(crate) struct Slot<E, R> {
     /// Freelist link while Free; next event of the same list while Owned or Submitted.
     pub(crate) link: AtomicU32,
+    /// While the slot heads a segment of a free chain, or of a list's runs: the segment's
+    /// last slot and length ([`Segment`](super::freelist::Segment)); stale otherwise.
+    pub(crate) segment: AtomicU64,
     /// On a submitted list's first slot: the first slot of the list submitted before it.
     pub(crate) next_submitted: AtomicU32,
     /// The backend event: created with the page, never changed, destroyed with the pool.
@@ -114,8 +119,12 @@ pub(crate) struct Pool<E, R> {
     /// log2 of page 0's size.
     shift: u32,
     max: u32,
+    /// Most slots in a segment of a new page (the context's batch): lists make their runs'
+    /// segments this long too ([`segment_len`](Self::segment_len)).
+    segment: u32,
     /// Handed to stale freelist readers asking for a slot whose page they cannot see yet.
     stale_link: AtomicU32,
+    stale_segment: AtomicU64,
     counters: Counters,
 }
 
@@ -138,6 +147,14 @@ impl<E, R> Links for Pool<E, R> {
         match self.try_slot(index) {
             Some(slot) => &slot.link,
             None => &self.stale_link,
+        }
+    }
+
+    #[inline]
+    fn segment(&self, index: u32) -> &AtomicU64 {
+        match self.try_slot(index) {
+            Some(slot) => &slot.segment,
+            None => &self.stale_segment,
         }
     }
 }
@@ -164,10 +181,12 @@ impl<E, R> Pool<E, R> {
     }
 
     /// Makes a pool whose first page holds `initial` (rounded up to a power of two, cut to
-    /// `max`) events made by `create`. The caller has validated the capacities.
+    /// `max`) events made by `create`, its free slots in segments of at most `segment` (at
+    /// least 1). The caller has validated the capacities.
     pub(crate) fn new(
         initial: u32,
         max: u32,
+        segment: u32,
         create: impl FnMut() -> Result<E, BackendError>,
     ) -> Result<Self, BackendError>
     where
@@ -182,7 +201,9 @@ impl<E, R> Pool<E, R> {
             growing: CachePadded::new(AtomicBool::new(false)),
             shift,
             max,
+            segment: segment.max(1),
             stale_link: AtomicU32::new(NIL),
+            stale_segment: AtomicU64::new(0),
             counters: Counters {
                 states: Tally::new(),
                 capacity: AtomicUsize::new(0),
@@ -199,6 +220,12 @@ impl<E, R> Pool<E, R> {
     /// `MAGAZINE_SLOTS` (128), so that a few threads cannot hold most of a small pool.
     pub(crate) fn magazine_size(max: u32) -> u32 {
         (max / 16).clamp(2, MAGAZINE_SLOTS)
+    }
+
+    /// Most slots in a segment of a new page, and in a segment of a list's recorded run.
+    #[inline]
+    pub(crate) fn segment_len(&self) -> u32 {
+        self.segment
     }
 
     fn page_start(&self, k: usize) -> u64 {
@@ -240,14 +267,17 @@ impl<E, R> Pool<E, R> {
         }
     }
 
-    /// Free -> Owned: takes up to `n` slots from the calling thread's magazine (refilled from
-    /// the freelist), growing the pool if both are empty and it is below its maximum. Only the
+    /// Free -> Owned: takes from `min` to `max` slots (`1 <= min <= max`; fewer only when that
+    /// is all the pool has) as a segmented chain from the calling thread's magazine (refilled
+    /// from the freelist: [`Magazines::acquire_between`]), growing the pool if both are empty
+    /// and it is below its maximum. Only the
     /// thread that grows waits for the backend; others keep trying, and wait only if the
     /// freelist is empty while a page is being made. At the maximum, before reporting
     /// exhaustion, it starves the magazines ([`Magazines::starve`]).
     pub(crate) fn acquire(
         &self,
-        n: u32,
+        min: u32,
+        max: u32,
         create: impl FnMut() -> Result<E, BackendError>,
     ) -> Result<Chain, AcquireError>
     where
@@ -255,7 +285,7 @@ impl<E, R> Pool<E, R> {
     {
         let mut create = create;
         loop {
-            if let Some(chain) = self.free.acquire(self, n) {
+            if let Some(chain) = self.free.acquire_between(self, min, max) {
                 return Ok(chain);
             }
             // Acquire: pairs with the Release store that ends a growth, so the pages and
@@ -267,21 +297,22 @@ impl<E, R> Pool<E, R> {
             // Cleared however the growth ends: a `create` that panics must not leave every
             // later acquire spinning on the flag.
             let _growing = GrowingFlag(&self.growing);
-            return self.grow_locked(n, &mut create);
+            return self.grow_locked(min, max, &mut create);
         }
     }
 
     /// With the growth flag held: tries again (slots may have come back), else adds a page
-    /// and keeps up to `n` of its slots.
+    /// and keeps from `min` to `max` of its slots, as the magazines would hand them out.
     fn grow_locked(
         &self,
-        n: u32,
+        min: u32,
+        max: u32,
         create: &mut impl FnMut() -> Result<E, BackendError>,
     ) -> Result<Chain, AcquireError>
     where
         R: Default,
     {
-        if let Some(chain) = self.free.acquire(self, n) {
+        if let Some(chain) = self.free.acquire_between(self, min, max) {
             return Ok(chain);
         }
         if self.counters.capacity.load(Ordering::Relaxed) >= self.max as usize {
@@ -297,18 +328,18 @@ impl<E, R> Pool<E, R> {
         self.counters.high_water.fetch_max(full, Ordering::Relaxed);
         let page = self.add_page(create).map_err(AcquireError::Backend)?;
         self.counters.grows.fetch_add(1, Ordering::Relaxed);
-        let keep = page.len.min(n);
-        let kept = Chain { first: page.first, last: page.first + keep - 1, len: keep };
-        if keep < page.len {
-            let rest = Chain { first: page.first + keep, last: page.last, len: page.len - keep };
-            self.free.deposit(self, rest);
+        // The page is the grower's until it deposits the rest.
+        let (kept, rest) = cut_front(self, page.first, page.len, min.min(page.len), max);
+        if kept.len < page.len {
+            self.free.deposit(self, Chain { first: rest, last: page.last, len: page.len - kept.len });
         }
-        self.counters.states.add(OWNED, i64::from(keep));
+        self.counters.states.add(OWNED, i64::from(kept.len));
         Ok(kept)
     }
 
     /// Creates the next page's events and publishes the page; returns its slots as a chain
-    /// linked in index order. On a backend failure the pool is left as it was.
+    /// linked in index order, in segments of `segment` slots from its first (the last one
+    /// shorter). On a backend failure the pool is left as it was.
     fn add_page(&self, mut create: impl FnMut() -> Result<E, BackendError>) -> Result<Chain, BackendError>
     where
         R: Default,
@@ -325,8 +356,14 @@ impl<E, R> Pool<E, R> {
         })?;
         for i in 0..len as u32 {
             let next = if i + 1 < len as u32 { start + i + 1 } else { NIL };
+            // Every `segment`-th slot heads a segment that runs to the next head or the end.
+            let head = (i % self.segment == 0).then(|| {
+                let last = (i + self.segment).min(len as u32) - 1;
+                Segment { last: start + last, len: last - i + 1 }
+            });
             slots.push(Slot {
                 link: AtomicU32::new(next),
+                segment: AtomicU64::new(head.map_or(0, Segment::word)),
                 next_submitted: AtomicU32::new(NIL),
                 event: create()?,
                 record: UnsafeCell::new(R::default()),
@@ -341,8 +378,9 @@ impl<E, R> Pool<E, R> {
         Ok(Chain { first: start, last: start + len as u32 - 1, len: len as u32 })
     }
 
-    /// Owned -> Free: a list returns slots it did not submit, to the calling thread's
-    /// magazine (no atomic read-modify-write unless the magazine spills: then one CAS).
+    /// Owned -> Free: a list returns slots it did not submit (a segmented chain), to the
+    /// calling thread's magazine (no atomic read-modify-write unless the magazine spills: then
+    /// one CAS).
     pub(crate) fn release_owned(&self, chain: Chain) {
         self.free.release(self, chain);
     }
@@ -353,8 +391,9 @@ impl<E, R> Pool<E, R> {
         self.counters.states.add(SUBMITTED, i64::from(len));
     }
 
-    /// Submitted -> Free: the collector returns collected lists, to the freelist (one CAS
-    /// for all of them). Chains of exited threads' magazines go there too.
+    /// Submitted -> Free: the collector returns collected lists (their runs linked one after
+    /// another: a segmented chain), to the freelist (one CAS for all of them). Chains of
+    /// exited threads' magazines go there too.
     pub(crate) fn release_submitted(&self, chain: Chain) {
         self.counters.states.add(SUBMITTED, -i64::from(chain.len));
         self.free.deposit(self, chain);
@@ -435,30 +474,31 @@ mod tests {
         // (and than any machine's memory), so the allocation fails before any event is made.
         type Big = [u8; 1 << 17];
         let never = || -> Result<Big, BackendError> { Err(BackendError::new("create", "not reached")) };
-        let error = Pool::<Big, ()>::new(1 << 31, 1 << 31, never).map(|_| ()).unwrap_err();
+        let error = Pool::<Big, ()>::new(1 << 31, 1 << 31, 16, never).map(|_| ()).unwrap_err();
         assert_eq!(error.call, "allocate event page");
         assert!(error.code.starts_with("2147483648 slots"), "{}", error.code);
     }
 
     #[test]
     fn pages_double_from_the_initial_size_up_to_the_maximum() {
-        let pool = Pool::<u32, ()>::new(3, 20, counter()).unwrap();
+        // Segments of one slot: each acquire(1) takes exactly one.
+        let pool = Pool::<u32, ()>::new(3, 20, 1, counter()).unwrap();
         assert_eq!(pool.counts().capacity, 4, "initial size rounds up to a power of two");
         let mut held = Vec::new();
-        while let Ok(chain) = pool.acquire(1, counter()) {
+        while let Ok(chain) = pool.acquire(1, 1, counter()) {
             held.push(chain.first);
         }
         let c = pool.counts();
         assert_eq!((c.capacity, c.pages, c.grows), (20, 3, 2), "4 + 8 + 8 (cut to the max)");
         held.sort_unstable();
         assert_eq!(held, (0..20).collect::<Vec<_>>());
-        assert_eq!(pool.acquire(1, counter()), Err(AcquireError::Exhausted));
+        assert_eq!(pool.acquire(1, 1, counter()), Err(AcquireError::Exhausted));
     }
 
     #[test]
     fn a_failed_growth_leaves_the_pool_as_it_was() {
-        let pool = Pool::<u32, ()>::new(2, 8, counter()).unwrap();
-        let a = pool.acquire(2, counter()).unwrap();
+        let pool = Pool::<u32, ()>::new(2, 8, 1, counter()).unwrap();
+        let a = pool.acquire(2, 2, counter()).unwrap();
         let mut made = 0;
         let failing = || {
             made += 1;
@@ -468,31 +508,31 @@ mod tests {
                 Ok(0)
             }
         };
-        assert!(matches!(pool.acquire(1, failing), Err(AcquireError::Backend(_))));
+        assert!(matches!(pool.acquire(1, 1, failing), Err(AcquireError::Backend(_))));
         let c = pool.counts();
         assert_eq!((c.capacity, c.pages, c.owned, c.free), (2, 1, 2, 0));
         pool.release_owned(a);
-        assert_eq!(pool.acquire(1, counter()).unwrap().len, 1);
+        assert_eq!(pool.acquire(1, 1, counter()).unwrap().len, 1);
     }
 
     #[test]
     fn a_panic_while_growing_leaves_the_pool_able_to_grow() {
-        let pool = Pool::<u32, ()>::new(2, 8, counter()).unwrap();
-        let held = pool.acquire(2, counter()).unwrap();
+        let pool = Pool::<u32, ()>::new(2, 8, 1, counter()).unwrap();
+        let held = pool.acquire(2, 2, counter()).unwrap();
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _ = pool.acquire(1, || -> Result<u32, BackendError> { panic!("backend bug") });
+            let _ = pool.acquire(1, 1, || -> Result<u32, BackendError> { panic!("backend bug") });
         }));
         assert!(panicked.is_err());
         // Would spin forever on a growth flag left set.
-        assert_eq!(pool.acquire(1, counter()).unwrap().len, 1);
+        assert_eq!(pool.acquire(1, 1, counter()).unwrap().len, 1);
         assert_eq!(pool.counts().capacity, 6);
         pool.release_owned(held);
     }
 
     #[test]
     fn slots_map_to_their_pages() {
-        let pool = Pool::<u32, ()>::new(4, 100, counter()).unwrap();
-        while pool.acquire(7, counter()).is_ok() {}
+        let pool = Pool::<u32, ()>::new(4, 100, 3, counter()).unwrap();
+        while pool.acquire(7, 7, counter()).is_ok() {}
         for i in 0..100 {
             let event = pool.slot(i).event;
             assert!(event >= 1);

@@ -202,6 +202,7 @@ impl Backend for VulkanBackend {
         self.record_mark(event, stream, Mark::End)
     }
 
+    #[inline]
     fn record_mark(&self, event: &TimestampQuery, stream: &Commands, mark: Mark) -> Result<(), BackendError> {
         if stream.command_buffer == vk::CommandBuffer::null() {
             return self.record_anchor(event, stream).map(drop);

@@ -97,6 +97,7 @@ impl TimestampQuery {
     }
 
     /// Resets the query from the host, for a new write by a command buffer.
+    #[inline]
     pub(super) fn reset(&self, device: &ash::Device) {
         self.host_stamped.store(false, Ordering::Relaxed);
         // Safety: the query is owned by the caller (a list recording it, or the collector's

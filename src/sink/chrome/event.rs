@@ -90,7 +90,7 @@ pub(super) struct EventPlace {
 
 /// Appends `zone` as a complete ("X") event: `{"name", "cat": "gpu", "ph": "X", "pid",
 /// "tid", "ts", "dur", "args": {"file", "line", "function", "list", "depth",
-/// "gpu_begin_ns", "gpu_end_ns", and the zone's own arguments}}`. By hand, without
+/// "gpu_begin_ns", "gpu_end_ns", "frame" (if it has one), and the zone's own arguments}}`. By hand, without
 /// `core::fmt` or an allocation: the serializer this replaced cost four allocations a zone,
 /// and `write!` most of what was left (issue 19).
 pub(super) fn complete_event(out: &mut Vec<u8>, texts: &mut LocationTexts, place: EventPlace, zone: &Zone) {
@@ -111,6 +111,10 @@ pub(super) fn complete_event(out: &mut Vec<u8>, texts: &mut LocationTexts, place
     write_int(out, zone.gpu_begin_ns);
     out.extend_from_slice(b",\"gpu_end_ns\":");
     write_int(out, zone.gpu_end_ns);
+    if let Some(frame) = zone.frame {
+        out.extend_from_slice(b",\"frame\":");
+        write_int(out, frame);
+    }
     for (key, value) in zone.location.args() {
         out.push(b',');
         write_str(out, key);
@@ -169,6 +173,9 @@ mod tests {
             zone.gpu_begin_ns,
             zone.gpu_end_ns
         );
+        if let Some(frame) = zone.frame {
+            text += &format!(",\"frame\":{frame}");
+        }
         for (key, value) in l.args() {
             text += &format!(",{}:{}", s(key), serde_json::to_string(value).expect("a value"));
         }
@@ -198,10 +205,13 @@ mod tests {
         let mut out = Vec::new();
         for (i, location) in locations.into_iter().enumerate() {
             let i = i as i64;
-            let zone = Zone {
+            let mut zone = Zone {
                 gpu_end_ns: i64::MAX - i,
                 ..Zone::new(location, Lane::Stream(1), i as u32, -1_500 * i, 1_000_001 * i)
             };
+            if i % 2 == 1 {
+                zone = zone.with_frame(u64::MAX - 1 - i as u64);
+            }
             let place = EventPlace {
                 pid: u32::MAX - i as u32,
                 tid: 1 + i as u32,

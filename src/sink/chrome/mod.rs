@@ -8,12 +8,21 @@
 //! each stream or graph is a thread (`tid` numbered from 1 in order of first use, named by
 //! [`TracingContext::name_stream`](crate::TracingContext::name_stream), else
 //! `stream <key>` / `graph <key>`). `args` carry the file, line, function, list id, nesting
-//! depth and the zone's GPU times (`gpu_begin_ns`, `gpu_end_ns`: nanoseconds since the
-//! context's base event), whichever clock `ts` is on, and the zone's own arguments
+//! depth, the zone's GPU times (`gpu_begin_ns`, `gpu_end_ns`: nanoseconds since the
+//! context's base event) whichever clock `ts` is on, its frame (`frame`, when it has one:
+//! [`TracingContext::frame`](crate::TracingContext::frame)), and the zone's own arguments
 //! ([`DynamicLocation::arg`](crate::DynamicLocation::arg)). A zone with a launch
 //! ([`Builder::record_launches`](crate::Builder::record_launches)) also gets, on the host
 //! clock, a slice on its recording thread's track in the trace's CPU process
 //! ([`ChromeTrace::cpu_pid`]) and a flow arrow (`"ph":"s"` / `"f"`) from it to the zone.
+//!
+//! # Counters and frames
+//!
+//! With [`ChromeTraceSink::with_counters`], the context's counters
+//! ([`CounterSample`](super::CounterSample)) are counter events (`"ph":"C"`), one track per
+//! counter in the context's process; each frame's start is an instant event over the
+//! process (`"ph":"i","s":"p"`, named `frame <id>`). Both are host times: on
+//! [`ChromeClock::Gpu`] they are placed through the context's base calibration pair.
 //!
 //! # Zones that overlap without nesting
 //!
@@ -38,10 +47,10 @@
 //! ([`Zone::host_begin_ns`](super::Zone::host_begin_ns)), which are
 //! on the backend's host clock; the sink maps that clock onto `Instant`:
 //!
-//! - exactly, when it knows where the backend's host clock starts
-//!   ([`ChromeTraceSink::with_backend_clock`], from
-//!   [`Backend::host_clock_origin`]: the real-time simulation and CUDA);
-//! - otherwise by reading `Instant::now()` when the context opens the sink, just after the
+//! - exactly, when the backend knows where its host clock starts
+//!   ([`Backend::host_clock_origin`]: the real-time simulation, CUDA and Vulkan), which the
+//!   context tells the sink when it opens it ([`ContextInfo::host_clock_origin`]);
+//! - otherwise (`SimBackend::manual`, whose host clock is simulated) by reading `Instant::now()` when the context opens the sink, just after the
 //!   context read its host clock for the base calibration pair
 //!   ([`ContextInfo::base`]): late by the time between the two reads (microseconds, more if
 //!   sinks added before this one are slow to open).
@@ -70,18 +79,20 @@
 //! up. The file rules above hold for the whole trace: a [`ChromeTrace::create`] file is a
 //! complete JSON array after every flush of any of its sinks, and the closing `]` of any
 //! other writer comes when the last of the trace and its sinks is dropped.
-//! [`ChromeTraceSink::create`] and [`ChromeTraceSink::new`] are a trace with one sink.
+//! [`ChromeTraceSink::create`] and [`ChromeTraceSink::new`] are shorthands for a trace with
+//! one sink: `ChromeTrace::create(path)?.sink()`, the way the guides use everywhere.
 //!
 //! [`Instant`]: std::time::Instant
 //! [`Backend::host_clock_origin`]: crate::Backend::host_clock_origin
 //! [`ContextInfo::base`]: super::ContextInfo::base
+//! [`ContextInfo::host_clock_origin`]: super::ContextInfo::host_clock_origin
 
 // The folder: the Chrome trace sink, one file per idea. `format.rs` writes times, integers
 // and strings, and `tracks.rs` keeps the CPU tracks already named (leaves); `event.rs` writes
 // a zone's event with `format.rs`, keeping its static locations' text; `output.rs` is the
 // JSON array the sinks of one trace share (`ChromeTrace`, `SinkWriter`); `cpu.rs` the CPU
 // side (launch slices, flow arrows, the wall-clock origin); `sink.rs` the `ChromeTraceSink`
-// and `ChromeTrace::sink`. `tracing_layer.rs` writes into the same output. It never touches
+// and `ChromeTrace::sink`; `watch.rs` the counter and frame events. `tracing_layer.rs` writes into the same output. It never touches
 // slots, lists, lanes' order or the collector: it sees only the zones a sink is handed.
 mod cpu;
 mod event;
@@ -89,6 +100,7 @@ pub(super) mod format;
 pub(super) mod output;
 mod sink;
 mod tracks;
+mod watch;
 
 pub use output::ChromeTrace;
 pub use sink::{ChromeClock, ChromeTraceSink};

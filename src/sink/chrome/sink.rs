@@ -6,8 +6,9 @@ use super::cpu::{write_launch, FlowEnd};
 use super::event::{complete_event, EventPlace, LocationTexts};
 use super::format::signed_ns;
 use super::output::{lock, ChromeTrace, SinkWriter, TraceOutput};
+use super::watch::{write_frame, CounterTracks};
 use crate::backend::{Backend, Lane};
-use crate::sink::{ContextInfo, Sink, ZoneBatch};
+use crate::sink::{ContextInfo, CounterSample, FrameMark, Sink, ZoneBatch};
 use rustc_hash::FxHashMap;
 use serde_json::json;
 use std::io::Write;
@@ -55,6 +56,8 @@ impl ChromeTrace {
             tracks: Tracks::default(),
             texts: LocationTexts::default(),
             events: 0,
+            counters: None,
+            base: None,
         }
     }
 }
@@ -70,7 +73,7 @@ impl ChromeTrace {
 /// let origin = Instant::now(); // the moment a CPU tracer counts from
 /// let gpu = SimBackend::realtime();
 /// let path = std::env::temp_dir().join("chrome-sink-doc.json");
-/// let trace = ChromeTraceSink::create(&path)?.with_origin(origin).with_backend_clock(&gpu);
+/// let trace = ChromeTraceSink::create(&path)?.with_origin(origin);
 /// let ctx = TracingContext::builder(gpu.clone()).sink(trace).build()?;
 /// # drop(ctx);
 /// # std::fs::remove_file(path).ok();
@@ -84,7 +87,8 @@ pub struct ChromeTraceSink {
     origin_ns: i64,
     /// The process of launch slices (`ChromeTrace::with_cpu_pid`).
     cpu_pid: u32,
-    /// Where the backend's host clock reads 0, when known (`with_backend_clock`).
+    /// Where the backend's host clock reads 0, if set by `with_backend_clock` (else the
+    /// context's, `ContextInfo::host_clock_origin`).
     backend_origin: Option<Instant>,
     /// Added to a backend host time to get nanoseconds since `origin` (set by `open`).
     host_offset_ns: i64,
@@ -93,6 +97,10 @@ pub struct ChromeTraceSink {
     texts: LocationTexts,
     /// Events this sink wrote.
     events: usize,
+    /// Which counter samples it writes, when it asked for them (`with_counters`).
+    counters: Option<CounterTracks>,
+    /// The context's base pair (set by `open`): places host times on the GPU clock.
+    base: Option<crate::sink::Calibration>,
 }
 
 /// The tracks (Chrome threads) of one sink's context: one per lane, numbered from 1 in order
@@ -237,9 +245,10 @@ impl ChromeTraceSink {
         self
     }
 
-    /// Maps the host times of `backend`'s zones onto `Instant` exactly, through
-    /// [`Backend::host_clock_origin`]; without it (or when the backend's host clock is not
-    /// `Instant`-based) the mapping is estimated when the context opens the sink.
+    /// Maps host times onto `Instant` through `backend`'s [`Backend::host_clock_origin`]
+    /// rather than the context's. Not needed: the context tells the sink its backend's clock
+    /// when it opens it ([`ContextInfo::host_clock_origin`]).
+    #[deprecated(note = "not needed: the context gives the sink its backend's clock when it opens it")]
     pub fn with_backend_clock<B: Backend>(mut self, backend: &B) -> Self {
         self.backend_origin = backend.host_clock_origin();
         self
@@ -252,6 +261,17 @@ impl ChromeTraceSink {
     /// application that is process 1 in a container) writes under its id plus 65536.
     pub fn with_pid(mut self, pid: u32) -> Self {
         self.pid = Some(pid);
+        self
+    }
+
+    /// Also writes the context's counters ([`CounterSample`]: slots in use, zones dropped,
+    /// lists pending, collection lag in µs) as counter events, a track per counter in the
+    /// context's process: at most one sample per `every` of host time (`Duration::ZERO`: every
+    /// sample, one per emit phase), and of it only the counters that changed since the last
+    /// one written. Off unless asked: the collector samples nothing for a context none of
+    /// whose sinks asked.
+    pub fn with_counters(mut self, every: std::time::Duration) -> Self {
+        self.counters = Some(CounterTracks::new(every));
         self
     }
 
@@ -271,6 +291,17 @@ impl ChromeTraceSink {
         self.events
     }
 
+    /// A host time of the backend (a frame mark's, a counter sample's) on the trace's clock:
+    /// on [`ChromeClock::Gpu`], through the context's base pair (drift not counted).
+    fn host_ts(&self, host_ns: i64) -> i64 {
+        match (self.clock, self.base) {
+            (ChromeClock::Gpu, Some(base)) => {
+                host_ns.saturating_sub(base.host_ns).saturating_add(base.gpu_ns)
+            }
+            _ => host_ns.saturating_add(self.host_offset_ns),
+        }
+    }
+
     fn pid(&self, context: &ContextInfo) -> u32 {
         match self.pid {
             Some(pid) => pid,
@@ -282,12 +313,13 @@ impl ChromeTraceSink {
 
 impl Sink for ChromeTraceSink {
     fn open(&mut self, context: &ContextInfo) -> std::io::Result<()> {
-        self.host_offset_ns = match self.backend_origin {
+        self.host_offset_ns = match self.backend_origin.or(context.host_clock_origin) {
             Some(backend_origin) => signed_ns(backend_origin, self.origin),
             // The context read its host clock (`base.host_ns`) just before opening its sinks.
             None => signed_ns(Instant::now(), self.origin) - context.base.host_ns,
         }
         .saturating_add(self.origin_ns);
+        self.base = Some(context.base);
         let name = format!("{} ({})", context.name, context.backend);
         let pid = self.pid(context);
         let meta = json!({"name": "process_name", "ph": "M", "pid": pid,
@@ -341,6 +373,25 @@ impl Sink for ChromeTraceSink {
                 write_launch(&mut out, self.cpu_pid, &launch, self.host_offset_ns, name, gpu)?;
             }
         }
+        out.finish()
+    }
+
+    fn frame(&mut self, context: &ContextInfo, mark: FrameMark) -> std::io::Result<()> {
+        let (pid, ts) = (self.pid(context), self.host_ts(mark.host_ns));
+        let mut out = SinkWriter::lock(&self.out, &mut self.events);
+        write_frame(&mut out, pid, ts, mark)?;
+        out.finish()
+    }
+
+    fn wants_counters(&self) -> bool {
+        self.counters.is_some()
+    }
+
+    fn counters(&mut self, context: &ContextInfo, sample: &CounterSample) -> std::io::Result<()> {
+        let (pid, ts) = (self.pid(context), self.host_ts(sample.host_ns));
+        let Some(tracks) = self.counters.as_mut() else { return Ok(()) };
+        let mut out = SinkWriter::lock(&self.out, &mut self.events);
+        tracks.write(&mut out, pid, ts, sample)?;
         out.finish()
     }
 

@@ -41,6 +41,11 @@ pub trait TracyApi: Send {
     fn end_span(&mut self, context: u8, query_id: u16);
     /// The GPU time (ns) for `query_id`, which resolves it.
     fn upload_gpu_timestamp(&mut self, context: u8, query_id: u16, gpu_time: i64);
+    /// A point of plot `name` (`tracy_client::Client::plot`), at Tracy's clock now.
+    fn plot(&mut self, name: &str, value: f64);
+    /// A frame mark of the frame set `name` (`tracy_client::Client::secondary_frame_mark`),
+    /// at Tracy's clock now.
+    fn frame_mark(&mut self, name: &str);
 }
 
 /// Context ids taken by every [`TracyClient`] in this process.
@@ -52,7 +57,7 @@ static CLIENT_CONTEXT_IDS: TracyContextIds = TracyContextIds::new();
 /// `tracy-only-localhost`).
 #[derive(Clone)]
 pub struct TracyClient {
-    _client: tracy_client::Client,
+    client: tracy_client::Client,
 }
 
 impl std::fmt::Debug for TracyClient {
@@ -64,8 +69,23 @@ impl std::fmt::Debug for TracyClient {
 impl TracyClient {
     /// Starts the Tracy client if it is not running yet.
     pub fn start() -> Self {
-        Self { _client: tracy_client::Client::start() }
+        Self { client: tracy_client::Client::start() }
     }
+}
+
+/// Leaked names by their text.
+type Names<T> = std::sync::Mutex<std::collections::BTreeMap<String, T>>;
+
+/// Tracy keeps a plot's or a frame set's name for the life of the process: each distinct
+/// name is leaked once and reused (a sink has four plots and one frame set).
+fn interned<T: Copy>(names: &Names<T>, name: &str, leak: impl FnOnce(String) -> T) -> T {
+    let mut names = names.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(&leaked) = names.get(name) {
+        return leaked;
+    }
+    let leaked = leak(name.to_owned());
+    names.insert(name.to_owned(), leaked);
+    leaked
 }
 
 mod sys_calls {
@@ -226,5 +246,13 @@ impl TracyApi for TracyClient {
     }
     fn upload_gpu_timestamp(&mut self, context: u8, query_id: u16, gpu_time: i64) {
         sys_calls::upload_gpu_timestamp(context, query_id, gpu_time);
+    }
+    fn plot(&mut self, name: &str, value: f64) {
+        static PLOTS: Names<tracy_client::PlotName> = Names::new(std::collections::BTreeMap::new());
+        self.client.plot(interned(&PLOTS, name, tracy_client::PlotName::new_leak), value);
+    }
+    fn frame_mark(&mut self, name: &str) {
+        static FRAMES: Names<tracy_client::FrameName> = Names::new(std::collections::BTreeMap::new());
+        self.client.secondary_frame_mark(interned(&FRAMES, name, tracy_client::FrameName::new_leak));
     }
 }

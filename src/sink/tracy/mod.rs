@@ -69,6 +69,15 @@
 //! (`CLOCK_MONOTONIC`) may drift apart by a few ppm over a long capture; CPU zones and GPU
 //! zones then slide by that much.
 //!
+//! # Counters and frames
+//!
+//! With [`TracySink::with_plots`], each counter sample ([`CounterSample`]) is a point of one
+//! Tracy plot per counter, `"<context> / slots in use"` and so on. Each frame start
+//! ([`TracingContext::frame`](crate::TracingContext::frame)) is a frame mark of the frame set
+//! `"<context> / frames"`. Tracy stamps plot points and frame marks when they are sent: a
+//! sample when it was taken, a frame mark at the end of the emit phase after the `frame`
+//! call (up to one collection interval late).
+//!
 //! # Context ids
 //!
 //! `tracy-client` hands out ids from 0 upward with a private counter, and its own GPU context
@@ -85,7 +94,7 @@ mod ids;
 pub use client::{TracyApi, TracyClient};
 pub use ids::{TracyContextIds, TracyGpuKind, MAX_CONTEXTS};
 
-use super::{ContextInfo, Sink, Zone, ZoneBatch};
+use super::{ContextInfo, CounterSample, FrameMark, Sink, Zone, ZoneBatch};
 use crate::backend::{Backend, Lane};
 use crate::location::{ArgValue, Location, SourceLocation};
 use std::borrow::Cow;
@@ -158,6 +167,9 @@ struct Opened {
     kind: TracyGpuKind,
     /// The id taken at open, for the first lane that emits.
     reserved: Option<u8>,
+    /// The frame set's name and the plots' (`PLOTS` after the context's name).
+    frames: String,
+    plots: [String; 4],
 }
 
 /// The shared lanes.
@@ -203,7 +215,12 @@ pub struct TracySink<A: TracyApi = TracyClient> {
     /// Tracy locations of the static locations seen so far, by `SourceLocation` address.
     locations: HashMap<usize, A::Location>,
     open: Vec<usize>,
+    /// Whether it plots the context's counters (`with_plots`).
+    plots: bool,
 }
+
+/// The plots' names after the context's, in `CounterSample` order.
+const PLOTS: [&str; 4] = ["slots in use", "zones dropped", "lists pending", "collection lag (us)"];
 
 impl<A: TracyApi> std::fmt::Debug for TracySink<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -252,7 +269,18 @@ impl<A: TracyApi> TracySink<A> {
             next_query: 0,
             locations: HashMap::new(),
             open: Vec::new(),
+            plots: false,
         }
+    }
+
+    /// Also plots the context's counters ([`CounterSample`]), one Tracy plot per counter named
+    /// `"<context> / slots in use"`, `"... / zones dropped"`, `"... / lists pending"`,
+    /// `"... / collection lag (us)"`: a point per sample (once per emit phase), at Tracy's
+    /// clock when it is sent, which is when it was sampled. Off unless asked: the collector
+    /// samples nothing for a context none of whose sinks asked.
+    pub fn with_plots(mut self) -> Self {
+        self.plots = true;
+        self
     }
 
     /// How many streams get a Tracy context of their own (default
@@ -395,6 +423,8 @@ impl<A: TracyApi> Sink for TracySink<A> {
             ))
         })?;
         self.opened = Some(Opened {
+            frames: format!("{} / frames", info.name),
+            plots: PLOTS.map(|plot| format!("{} / {plot}", info.name)),
             name: info.name.clone(),
             kind: TracyGpuKind::for_backend(info.backend),
             reserved: Some(reserved),
@@ -411,6 +441,38 @@ impl<A: TracyApi> Sink for TracySink<A> {
             }
         }
         self.names.insert(lane, name.to_owned());
+        Ok(())
+    }
+
+    /// A frame mark of the frame set `"<context> / frames"`. Tracy stamps a mark when it is
+    /// sent: at the end of the emit phase after `TracingContext::frame`, late by at most
+    /// one collection interval.
+    fn frame(&mut self, _info: &ContextInfo, _mark: FrameMark) -> io::Result<()> {
+        let opened = self.opened.as_ref().ok_or_else(not_opened)?;
+        self.api.frame_mark(&opened.frames);
+        Ok(())
+    }
+
+    fn wants_counters(&self) -> bool {
+        self.plots
+    }
+
+    fn counters(&mut self, _info: &ContextInfo, sample: &CounterSample) -> io::Result<()> {
+        if !self.plots {
+            return Ok(());
+        }
+        let opened = self.opened.as_ref().ok_or_else(not_opened)?;
+        let values = [
+            Some(sample.slots_in_use as f64),
+            Some(sample.zones_dropped as f64),
+            Some(sample.lists_pending as f64),
+            sample.lag_ns.map(|ns| ns as f64 / 1e3),
+        ];
+        for (name, value) in opened.plots.iter().zip(values) {
+            if let Some(value) = value {
+                self.api.plot(name, value);
+            }
+        }
         Ok(())
     }
 

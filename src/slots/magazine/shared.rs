@@ -2,7 +2,7 @@
 //! magazine records (one per thread using the pool at once, reused), and the chains of
 //! exited threads.
 
-use crate::slots::freelist::{Chain, FreeList, Links, NIL};
+use crate::slots::freelist::{count_segmented, cut_front, Chain, FreeList, Links, NIL};
 use crate::slots::tally::Tally;
 use crate::sync::{
     lock, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, UnsafeCell,
@@ -93,22 +93,25 @@ impl Magazine {
         self.last.with_mut(|own| unsafe { *own = last });
     }
 
-    /// Hands out the first `n` slots of the chain (1 <= `n` <= its length); `counts` are the
-    /// magazine's.
+    /// Hands out the front of the chain: whole segments, from `min` to `max` slots, a segment
+    /// cut only to make `min` ([`cut_front`]); `1 <= min <= ` the chain's length, `min <= max`;
+    /// `counts` are the magazine's.
     #[inline]
-    pub(super) fn take_front(&self, links: &(impl Links + ?Sized), n: u32, counts: Counts) -> Chain {
-        debug_assert!(1 <= n && n <= counts.len() && counts.0 == self.counts().0);
-        let first = self.first();
-        // Relaxed: the slots are this thread's (in its magazine): their links were written by
-        // this thread, or before the push whose chain it popped with an Acquire CAS.
-        let mut last = first;
-        for _ in 1..n {
-            last = links.link(last).load(Ordering::Relaxed);
-        }
-        // Past the chain's end when it is all taken: `first` is then meaningless, as it may be.
-        self.first.store(links.link(last).load(Ordering::Relaxed), Ordering::Relaxed);
-        self.set_counts(Counts::new(counts.len() - n, counts.handed_out().wrapping_add(n)));
-        Chain { first, last, len: n }
+    pub(super) fn take_front(
+        &self,
+        links: &(impl Links + ?Sized),
+        min: u32,
+        max: u32,
+        counts: Counts,
+    ) -> Chain {
+        debug_assert!(counts.0 == self.counts().0);
+        // The slots are this thread's (in its magazine): their words and links were written
+        // by this thread, or before the push whose chain it popped with an Acquire CAS.
+        let (taken, rest) = cut_front(links, self.first(), counts.len(), min, max);
+        // When the chain is all taken, `rest` is NIL: `first` is meaningless then.
+        self.first.store(rest, Ordering::Relaxed);
+        self.set_counts(Counts::new(counts.len() - taken.len, counts.handed_out().wrapping_add(taken.len)));
+        taken
     }
 
     /// Takes `chain` back in front of the chain, which has room for it; `counts` are the
@@ -219,8 +222,8 @@ impl Shared {
         self.depot.push_chain(links, chain);
     }
 
-    /// Pops up to `n` slots from the depot; if it is empty, first moves the chains of exited
-    /// threads' magazines onto it.
+    /// Pops whole segments, at least `n` slots while there are that many, from the depot;
+    /// if it is empty, first moves the chains of exited threads' magazines onto it.
     pub(super) fn pop_depot(&self, links: &(impl Links + ?Sized), n: u32) -> Option<Chain> {
         if let Some(chain) = self.depot.pop_chain(links, n) {
             return Some(chain);
@@ -229,6 +232,22 @@ impl Shared {
             return None;
         }
         self.depot.pop_chain(links, n)
+    }
+
+    /// Takes from `min` to `max` slots from the depot (as [`cut_front`] takes them: fewer
+    /// only when that is all there is), pushing back what a popped segment had beyond them.
+    pub(super) fn pop_depot_between(
+        &self,
+        links: &(impl Links + ?Sized),
+        min: u32,
+        max: u32,
+    ) -> Option<Chain> {
+        let chain = self.pop_depot(links, min)?;
+        let (taken, rest) = cut_front(links, chain.first, chain.len, min.min(chain.len), max);
+        if taken.len < chain.len {
+            self.push_depot(links, Chain { first: rest, last: chain.last, len: chain.len - taken.len });
+        }
+        Some(taken)
     }
 
     /// Moves the chains of exited threads' magazines onto the depot; false if there were none.
@@ -314,17 +333,12 @@ impl Shared {
     }
 
     /// Counts the free slots by walking the depot (at most `limit`), every magazine's chain
-    /// and the exited threads' chains. Exact only while no thread uses the magazines.
+    /// and the exited threads' chains, segment by segment (a segment whose word does not
+    /// match its links is not counted). Exact only while no thread uses the magazines.
     pub(super) fn count_quiescent(&self, links: &(impl Links + ?Sized), limit: usize) -> usize {
-        let walk = |(first, len): (u32, u32)| {
-            let mut index = first;
-            let mut seen = 0;
-            while seen < len && index != NIL {
-                seen += 1;
-                index = links.link(index).load(Ordering::Acquire);
-            }
-            seen as usize
-        };
+        // A magazine's chain ends at its length (the link of its last slot is meaningless).
+        let walk =
+            |(first, len): (u32, u32)| if len == 0 { 0 } else { count_segmented(links, first, len as usize) };
         // Under the lock, an exiting thread's chain is counted once: in its magazine or in
         // `returned`.
         let returned = lock(&self.returned);

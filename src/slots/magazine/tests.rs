@@ -2,34 +2,66 @@
 
 use super::*;
 
-use crate::slots::freelist::NIL;
-use crate::sync::AtomicU32;
+use crate::slots::freelist::{count_segmented, LinkTable};
+use crate::sync::Ordering;
 use std::cell::RefCell;
 
-fn stocked(slots: u32, size: u32) -> (Vec<AtomicU32>, Magazines) {
-    let links: Vec<AtomicU32> = (0..slots).map(|_| AtomicU32::new(NIL)).collect();
+/// `slots` slots deposited in segments of `segment` slots (the last one shorter), linked in
+/// index order, slot 0 on top.
+fn stocked_in(slots: u32, segment: u32, size: u32) -> (LinkTable, Magazines) {
+    let links = LinkTable::new(slots);
     let magazines = Magazines::new(size);
-    for i in (0..slots).rev() {
-        magazines.deposit(&links, Chain { first: i, last: i, len: 1 });
+    let firsts: Vec<u32> = (0..slots).step_by(segment as usize).collect();
+    for &first in firsts.iter().rev() {
+        let last = (first + segment).min(slots) - 1;
+        (first..last).for_each(|i| links.link(i).store(i + 1, Ordering::Relaxed));
+        magazines.deposit(&links, Chain { first, last, len: last - first + 1 }.into_segment(&links));
     }
     (links, magazines)
 }
 
+/// `slots` slots deposited one by one (segments of one slot), slot 0 on top.
+fn stocked(slots: u32, size: u32) -> (LinkTable, Magazines) {
+    stocked_in(slots, 1, size)
+}
+
 #[test]
-fn an_empty_magazine_refills_half_a_magazine_in_one_pop_and_a_short_one_is_topped_up() {
-    let (links, m) = stocked(32, 8);
-    let one = m.acquire(&links, 1).unwrap();
-    assert_eq!((one.first, one.len), (0, 1));
+fn an_empty_magazine_refills_whole_segments_in_one_pop_and_a_short_one_is_topped_up() {
+    let (links, m) = stocked_in(32, 4, 8);
+    let one = m.acquire_between(&links, 1, 4).unwrap();
+    assert_eq!((one.first, one.last, one.len), (0, 3, 4), "a whole segment");
     let c = m.counts();
-    assert_eq!((c.free, c.in_magazines, c.handed_out), (31, 3, 1), "4 popped, 1 handed out");
+    assert_eq!((c.free, c.in_magazines, c.handed_out), (28, 0, 4), "one segment popped, all handed out");
     assert_eq!(m.shared.depot.count_quiescent(&links, 100), 28);
-    let five = m.acquire(&links, 5).unwrap();
-    assert_eq!((five.first, five.len), (1, 5), "the magazine's 3, topped up with 2 from the depot");
-    assert_eq!(m.counts().in_magazines, 0);
-    assert_eq!(m.shared.depot.count_quiescent(&links, 100), 26);
-    m.release(&links, five);
+    let five = m.acquire_between(&links, 5, 8).unwrap();
+    assert_eq!((five.first, five.last, five.len), (4, 11, 8), "two whole segments make five");
     m.release(&links, one);
-    assert_eq!(m.count_quiescent(&links, 100), 32, "the topped-up chain is linked whole");
+    assert_eq!(m.counts().in_magazines, 4);
+    let six = m.acquire_between(&links, 6, 8).unwrap();
+    assert_eq!((six.first, six.last, six.len), (0, 15, 8), "the magazine's 4, topped up with a segment");
+    assert_eq!((m.counts().in_magazines, m.shared.depot.count_quiescent(&links, 100)), (0, 16));
+    m.release(&links, five);
+    m.release(&links, six);
+    assert_eq!(m.count_quiescent(&links, 100), 32, "the topped-up chain is linked whole, in segments");
+}
+
+#[test]
+fn a_segment_is_cut_only_to_make_the_least_asked_for_and_its_rest_stays_a_segment() {
+    let (links, m) = stocked_in(16, 4, 8);
+    let three = m.acquire_between(&links, 3, 3).unwrap();
+    assert_eq!((three.first, three.last, three.len), (0, 2, 3), "cut: a whole segment is above the most");
+    assert_eq!(count_segmented(&links, three.first, 3), 3);
+    assert_eq!(m.counts().in_magazines, 1, "the rest of the segment stays in the magazine");
+    let more = m.acquire_between(&links, 2, 6).unwrap();
+    assert_eq!(
+        (more.first, more.last, more.len),
+        (3, 7, 5),
+        "the cut segment's rest, then a whole one that fits"
+    );
+    assert_eq!(count_segmented(&links, more.first, 5), 5);
+    m.release(&links, more);
+    m.release(&links, three);
+    assert_eq!(m.count_quiescent(&links, 100), 16);
 }
 
 #[test]
@@ -95,13 +127,13 @@ fn an_exiting_thread_returns_its_magazine_and_the_next_thread_reuses_the_record(
         thread.join().unwrap();
     });
     let c = m.counts();
-    assert_eq!((c.free, c.in_magazines, c.magazines), (16, 4, 1), "kept with the pool, as free");
+    assert_eq!((c.free, c.in_magazines, c.magazines), (16, 1, 1), "kept with the pool, as free");
     assert_eq!(m.count_quiescent(&links, 100), 16);
-    assert_eq!(m.shared.depot.count_quiescent(&links, 100), 12);
+    assert_eq!(m.shared.depot.count_quiescent(&links, 100), 15);
     std::thread::scope(|s| {
         let thread = s.spawn(|| {
             let all = m.acquire(&links, 16).unwrap();
-            assert_eq!(all.len, 16, "the depot's 12, topped up with the exited thread's 4");
+            assert_eq!(all.len, 16, "the depot's 15, topped up with the exited thread's one");
             assert!(m.acquire(&links, 1).is_none());
             m.release(&links, all);
         });
@@ -142,7 +174,7 @@ fn acquiring_zero_slots_takes_nothing_and_leaves_the_magazine_whole() {
 #[test]
 fn any_mix_of_acquires_and_releases_keeps_the_counts_exact_and_each_slot_in_one_place() {
     const SLOTS: u32 = 64;
-    let (links, m) = stocked(SLOTS, 8);
+    let (links, m) = stocked_in(SLOTS, 3, 8);
     let mut held: Vec<Chain> = Vec::new();
     // A fixed pseudo-random sequence (xorshift), so that a failure reproduces.
     let mut state = 0x2545_f491_u32;
@@ -157,8 +189,11 @@ fn any_mix_of_acquires_and_releases_keeps_the_counts_exact_and_each_slot_in_one_
         if held.is_empty() || next(2) == 0 {
             // Mostly single slots, as the common path serves them; sometimes a list's batch.
             let n = if next(4) == 0 { 1 + next(20) } else { 1 };
+            let free = m.counts().free as u32;
             if let Some(chain) = m.acquire(&links, n) {
-                assert!(chain.len >= 1 && chain.len <= n);
+                assert!(chain.len >= n.min(free), "{n} asked, {free} free, {} taken", chain.len);
+                assert!(chain.len < n + 3, "whole segments of at most 3 slots: {}", chain.len);
+                assert_eq!(count_segmented(&links, chain.first, chain.len as usize), chain.len as usize);
                 held.push(chain);
             }
         } else {
@@ -176,7 +211,7 @@ fn any_mix_of_acquires_and_releases_keeps_the_counts_exact_and_each_slot_in_one_
         for i in 0..chain.len {
             assert!(!std::mem::replace(&mut seen[index as usize], true), "slot {index} held twice");
             if i + 1 < chain.len {
-                index = links[index as usize].load(Ordering::Relaxed);
+                index = links.link(index).load(Ordering::Relaxed);
             }
         }
         assert_eq!(index, chain.last);
@@ -194,7 +229,7 @@ fn any_mix_of_acquires_and_releases_keeps_the_counts_exact_and_each_slot_in_one_
 #[test]
 fn a_release_from_a_thread_local_destructor_after_the_magazines_are_gone_is_never_lost() {
     /// The slots' links and their magazines.
-    type Pool = Arc<(Vec<AtomicU32>, Magazines)>;
+    type Pool = Arc<(LinkTable, Magazines)>;
     struct ReleaseAtExit(RefCell<Option<(Pool, Chain)>>);
     impl Drop for ReleaseAtExit {
         fn drop(&mut self) {

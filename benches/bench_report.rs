@@ -2,7 +2,7 @@
 //! `docs/benchmarks.md`.
 //!
 //! ```text
-//! cargo run --release --example bench_report -- \
+//! cargo run --release -p gpu-event-pool-benches --bin bench_report -- \
 //!     --doc docs/benchmarks.md --img docs/img \
 //!     --machine "h200-16c|NVIDIA H200 host, 16 CPU cores|docs/bench-results/h200-16c" \
 //!     --machine "dev-2c|development machine, 2 cores|target/bench-results"

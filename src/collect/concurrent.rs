@@ -1,0 +1,176 @@
+//! Lists recorded on one stream at once, found by their GPU times when they are emitted.
+//!
+//! Events recorded on a stream run in the order they are recorded, so two lists recording on
+//! one stream at the same time interleave their events on the GPU: the earlier list's zones
+//! take in the later one's work, and the later list begins on the stream before the earlier
+//! one has ended there. Lists recorded one after the other never do that on a stream, however
+//! they are submitted: a list that is complete but not yet submitted holds nothing, so lists
+//! of a stream may still be submitted in any order.
+//!
+//! The emitter gives each list of a stream, in place order, to [`ConcurrentLists::check`]
+//! after the order guard (`keep_lane_order`) has moved lists that overlapped by rounding
+//! alone: any overlap left on the list's home lane is real. Such a list is counted
+//! (`Stats::concurrent_lists`) and, the first time on each stream, reported as
+//! [`Error::ConcurrentLists`]. It costs the emitter a map lookup per list and the recording
+//! path nothing. A late list (emitted after its lane moved on without it: the hold limit)
+//! comes after lists with later places, and is not compared.
+//!
+//! Checked on streams of backends whose streams run events in recording order
+//! ([`Placement::FirstRecord`]: CUDA, the simulation); not on graphs (their nodes carry their
+//! own dependencies) nor on Vulkan queues, where commands without a barrier may run at once
+//! and lists are ordered at submission.
+
+use crate::backend::{Lane, Placement};
+use crate::error::Error;
+use crate::location::Location;
+use crate::shared::record::ListRecord;
+use crate::sink::Zone;
+use crate::sync::{AtomicUsize, Ordering};
+use std::collections::{HashMap, HashSet};
+
+/// The emitter's check for lists recorded on one stream at once.
+#[derive(Debug)]
+pub(super) struct ConcurrentLists {
+    /// Whether streams run events in recording order (`Placement::FirstRecord`).
+    on: bool,
+    /// Per stream, the latest end emitted there in place order, and the list it is in.
+    last: HashMap<Lane, LastList>,
+    /// Streams already reported.
+    reported: HashSet<Lane>,
+    /// Reports not yet handed to the collect.
+    reports: Vec<Error>,
+}
+
+/// The list with the latest end emitted on a stream.
+#[derive(Debug)]
+struct LastList {
+    /// Its place in the stream's order.
+    seq: u64,
+    /// Its end on the stream, GPU nanoseconds.
+    end: i64,
+    list_id: u64,
+    /// Its first zone on the stream.
+    location: Location,
+}
+
+impl ConcurrentLists {
+    /// The check for a backend placed as `placement` says.
+    pub(super) fn new(placement: Placement) -> Self {
+        Self {
+            on: placement == Placement::FirstRecord,
+            last: HashMap::new(),
+            reported: HashSet::new(),
+            reports: Vec::new(),
+        }
+    }
+
+    /// `record`'s list, whose zones are `zones` (placed, in begin order), is emitted: counts
+    /// it in `counter` if it began on its home stream before the list emitted before it there
+    /// ended, and reports the first on each stream.
+    pub(super) fn check(&mut self, counter: &AtomicUsize, record: &ListRecord, zones: &[Zone]) {
+        let home = record.lane;
+        if !self.on || !matches!(home, Lane::Stream(_)) {
+            return;
+        }
+        let on_home = || zones.iter().filter(|z| z.lane == home);
+        let (Some(first), Some(begin), Some(end)) = (
+            on_home().next(),
+            on_home().map(|z| z.gpu_begin_ns).min(),
+            on_home().map(|z| z.gpu_end_ns).max(),
+        ) else {
+            return;
+        };
+        let seq = record.list_seq.seq;
+        let latest = LastList { seq, end, list_id: record.list_id, location: first.location.clone() };
+        let Some(last) = self.last.get_mut(&home) else {
+            self.last.insert(home, latest);
+            return;
+        };
+        if seq <= last.seq {
+            return;
+        }
+        if begin < last.end {
+            // Relaxed: a statistic; nothing is published through it.
+            counter.fetch_add(1, Ordering::Relaxed);
+            if self.reported.insert(home) {
+                self.reports.push(Error::ConcurrentLists {
+                    lane: home,
+                    list_id: record.list_id,
+                    location: first.location.clone(),
+                    earlier_list_id: last.list_id,
+                    earlier_location: last.location.clone(),
+                });
+            }
+        }
+        if end >= last.end {
+            *last = latest;
+        } else {
+            last.seq = seq;
+        }
+    }
+
+    /// Forgets streams whose latest end is before `oldest` (GPU ns): a list emitted later
+    /// begins after it, unless it was recorded beside a list long collected.
+    pub(super) fn forget_before(&mut self, oldest: i64) {
+        self.last.retain(|_, last| last.end >= oldest);
+    }
+
+    /// The reports made since the last call.
+    pub(super) fn take_reports(&mut self) -> Vec<Error> {
+        std::mem::take(&mut self.reports)
+    }
+}
+
+#[cfg(all(test, not(gpu_event_pool_loom)))]
+mod tests {
+    use super::*;
+    use crate::shared::lanes::LaneSeq;
+
+    const STREAM: Lane = Lane::Stream(7);
+
+    /// A list at `seq` on `lane` with one zone `begin..end` there.
+    fn list(lane: Lane, seq: u64, begin: i64, end: i64) -> (ListRecord, Vec<Zone>) {
+        let record = ListRecord {
+            lane,
+            list_id: seq + 100,
+            list_seq: LaneSeq { entry: 0, seq },
+            ..ListRecord::default()
+        };
+        (record, vec![Zone::new(crate::location!("zone"), lane, 0, begin, end)])
+    }
+
+    fn check(lists: &mut ConcurrentLists, counter: &AtomicUsize, (record, zones): (ListRecord, Vec<Zone>)) {
+        lists.check(counter, &record, &zones);
+    }
+
+    #[test]
+    fn a_list_that_begins_before_the_one_before_it_ends_is_counted_and_reported_once() {
+        let (mut lists, counter) = (ConcurrentLists::new(Placement::FirstRecord), AtomicUsize::new(0));
+        check(&mut lists, &counter, list(STREAM, 0, 0, 100));
+        check(&mut lists, &counter, list(STREAM, 1, 100, 200));
+        assert_eq!(counter.load(Ordering::Relaxed), 0, "touching is not overlapping");
+        check(&mut lists, &counter, list(STREAM, 2, 150, 300));
+        check(&mut lists, &counter, list(STREAM, 3, 250, 260));
+        assert_eq!(counter.load(Ordering::Relaxed), 2);
+        let reports = lists.take_reports();
+        assert_eq!(reports.len(), 1, "once per stream");
+        let Error::ConcurrentLists { list_id, earlier_list_id, .. } = reports[0] else { panic!() };
+        assert_eq!((list_id, earlier_list_id), (102, 101));
+        check(&mut lists, &counter, list(STREAM, 4, 270, 280));
+        assert_eq!(counter.load(Ordering::Relaxed), 3, "list 2's end (300) is still the latest");
+    }
+
+    #[test]
+    fn late_lists_graphs_and_lanes_placed_at_submission_are_not_checked() {
+        let (mut lists, counter) = (ConcurrentLists::new(Placement::FirstRecord), AtomicUsize::new(0));
+        check(&mut lists, &counter, list(STREAM, 5, 100, 200));
+        check(&mut lists, &counter, list(STREAM, 4, 0, 150));
+        check(&mut lists, &counter, list(Lane::Graph(1), 0, 0, 100));
+        check(&mut lists, &counter, list(Lane::Graph(1), 1, 50, 100));
+        let mut vulkan = ConcurrentLists::new(Placement::Submit);
+        check(&mut vulkan, &counter, list(STREAM, 0, 0, 100));
+        check(&mut vulkan, &counter, list(STREAM, 1, 50, 100));
+        assert_eq!(counter.load(Ordering::Relaxed), 0);
+        assert!(lists.take_reports().is_empty() && vulkan.take_reports().is_empty());
+    }
+}

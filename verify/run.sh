@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs the C11 model of the collect/flush hand-off (verify/handoff.c) under GenMC, RC11 and
+# IMM, for the Rust code's orderings (must pass), the negative controls (must fail) and the
+# mutation table's rows of docs/verification.md (each must give the verdict written there).
+#
+#   verify/run.sh GENMC_PATH [--report]
+#
+# --report: print the verdicts without comparing them with the expected ones.
+# Exit status: non-zero on any unexpected verdict.
+set -euo pipefail
+GENMC="${1:?usage: verify/run.sh GENMC_PATH [--report]}"
+REPORT="${2:-}"
+cd "$(dirname "$0")"
+
+# name | expected (pass/fail) under rc11 | under imm | -D flags (the mutation's macros)
+VARIANTS=(
+    "rust-code|pass|pass|"
+    "control-a:no-look-after-unlock|fail|fail|-DNO_LOOK_AFTER_UNLOCK"
+    "control-b:no-fences+empty-load-SeqCst|fail|fail|-DNO_FENCE_BEFORE_TRY_LOCK -DNO_FENCE_AFTER_UNLOCK -DEMPTY_LOAD=SC"
+    "row:reading-drop-Relaxed|pass|fail|-DORD_READING_DROP=RLX"
+    "row:flush-wait-Relaxed|pass|pass|-DORD_FLUSH_WAIT=RLX"
+    "row:flush-start-Relaxed|pass|pass|-DORD_FLUSH_START=RLX"
+    "row:enter-AcqRel|pass|pass|-DORD_ENTER=AR -DORD_ENTER_LOAD=ACQ"
+    "row:enter-Release|pass|pass|-DORD_ENTER=REL -DORD_ENTER_LOAD=RLX"
+    "row:enter-Relaxed|fail|fail|-DORD_ENTER=RLX -DORD_ENTER_LOAD=RLX"
+    "row:no-fence-before-try-lock|fail|fail|-DNO_FENCE_BEFORE_TRY_LOCK"
+    "row:no-fence-after-unlock|pass|pass|-DNO_FENCE_AFTER_UNLOCK"
+    "row:no-fences|fail|fail|-DNO_FENCE_BEFORE_TRY_LOCK -DNO_FENCE_AFTER_UNLOCK"
+    "row:empty-load-Relaxed|pass|pass|-DEMPTY_LOAD=RLX"
+    "row:no-fence-after-unlock+empty-load-Relaxed|fail|fail|-DNO_FENCE_AFTER_UNLOCK -DEMPTY_LOAD=RLX"
+    "row:no-fence-after-unlock+empty-load-SeqCst|fail|fail|-DNO_FENCE_AFTER_UNLOCK -DEMPTY_LOAD=SC"
+    "control:no-missed-collect|fail|fail|-DNO_MISSED_COLLECT"
+)
+SCENARIOS=(1 2 3)
+
+unexpected=0
+printf '%-42s %-5s %-8s %-8s %s\n' variant model verdict expected "time (GenMC's, per scenario)"
+for variant in "${VARIANTS[@]}"; do
+    IFS='|' read -r name exp_rc11 exp_imm flags <<<"$variant"
+    for model in rc11 imm; do
+        expected="$exp_rc11"
+        [ "$model" = imm ] && expected="$exp_imm"
+        verdict=pass
+        times=()
+        failure=""
+        for scenario in "${SCENARIOS[@]}"; do
+            # shellcheck disable=SC2086
+            out="$(timeout 120 "$GENMC" --"$model" --disable-mm-detector --disable-estimation \
+                --print-error-trace -- -DSCENARIO="$scenario" $flags handoff.c 2>&1)" || true
+            t="$(grep -o 'Total wall-clock time: [0-9.]*s' <<<"$out" | awk '{print $4}')"
+            times+=("s$scenario:${t:-?}")
+            if grep -q 'No errors were detected' <<<"$out"; then
+                :
+            elif ! grep -q 'Verification unsuccessful' <<<"$out"; then
+                # No verdict (compilation error, timeout): never counted as the expected fail.
+                verdict=error
+                [ -z "$failure" ] && failure="scenario $scenario: no verdict"$'\n'"$out"
+            else
+                [ "$verdict" = error ] || verdict=fail
+                [ -z "$failure" ] && failure="scenario $scenario: $(grep -m1 -E 'Error|Assertion|violation|race' <<<"$out" || echo 'no verdict (timeout?)')"$'\n'"$out"
+            fi
+        done
+        printf '%-42s %-5s %-8s %-8s %s\n' "$name" "$model" "$verdict" "$expected" "${times[*]}"
+        if [ -z "$REPORT" ] && [ "$verdict" != "$expected" ]; then
+            unexpected=1
+            printf '  ^^^ UNEXPECTED: %s %s gave %s, expected %s\n' "$name" "$model" "$verdict" "$expected"
+            if [ -n "$failure" ]; then
+                # GenMC's counterexample: the error and the execution graph's first lines.
+                printf '%s\n' "$failure" | head -60 | sed 's/^/      /'
+                printf '%s\n' "$failure" | grep -E 'Assertion violation|Error:|race' | sed 's/^/      /'
+            fi
+        elif [ -n "$REPORT" ] && [ -n "$failure" ]; then
+            printf '%s\n' "$failure" | grep -E '^scenario|Assertion violation' | sed 's/^/      /'
+        fi
+    done
+done
+exit "$unexpected"
