@@ -64,7 +64,7 @@
 )]
 
 // The layers, lowest first (docs/design.md, "The layers"): each file imports only files of
-// its own or a lower layer. Leaves: `sync`, `location`, `launch`, `nvtx`, `error`; beside the layers,
+// its own or a lower layer. Leaves: `sync`, `limits`, `location`, `launch`, `nvtx`, `error`; beside the layers,
 // `backend` and `sink` (the traits and their implementations, which import only leaves and
 // each other's traits); then `slots`, `shared`, `record`, `collect`, `context`.
 pub mod backend;
@@ -72,6 +72,7 @@ mod collect;
 mod context;
 mod error;
 pub mod launch;
+mod limits;
 pub mod location;
 #[cfg(feature = "nvtx")]
 #[cfg_attr(docsrs, doc(cfg(feature = "nvtx")))]
@@ -82,6 +83,10 @@ pub mod sink;
 mod slots;
 mod sync;
 
+/// The freelist and the magazines, reachable for the loom models (loom-tests/) and the pool
+/// benchmarks (benches/) only: hidden from the documentation, not part of the API, and free
+/// to change in any release.
+#[doc(hidden)]
 pub use slots::{freelist, magazine};
 
 /// The README's examples, compiled and run as doctests so that they stay true.

@@ -2,8 +2,8 @@
 //!
 //! Every other module imports its atomics, cells, `Arc`, `Mutex` and spin hint from here and
 //! never knows which it got. Under `--cfg gpu_event_pool_loom` the types are loom's
-//! model-checked ones and the crate's constants shrink (see [`consts`]) so that models stay
-//! small enough to explore. The cfg is the crate's own, not plain `loom`: a downstream crate
+//! model-checked ones (the size limits that shrink under loom live in `limits`, not here).
+//! The cfg is the crate's own, not plain `loom`: a downstream crate
 //! running its own loom tests with `--cfg loom` gets this crate with `std` atomics, as it
 //! should (tokio and sharded-slab gate the same way).
 
@@ -126,14 +126,4 @@ pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
         Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
         Err(TryLockError::WouldBlock) => None,
     }
-}
-
-/// Sizes that shrink under loom so that the models stay explorable.
-pub(crate) mod consts {
-    /// Largest number of pages a pool can have (page k holds `initial << k` slots).
-    pub(crate) const MAX_PAGES: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 32 };
-    /// Deepest zone nesting one list supports.
-    pub(crate) const MAX_DEPTH: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 32 };
-    /// Most slots one thread's magazine holds for one pool (`magazine::Magazines`).
-    pub(crate) const MAGAZINE_SLOTS: u32 = if cfg!(gpu_event_pool_loom) { 2 } else { 128 };
 }

@@ -170,7 +170,7 @@ impl<B: Backend> Emitter<B> {
             report.errors += 1;
             error.get_or_insert(e);
         };
-        let names = std::mem::take(&mut *lock(&ctx.lane_names));
+        let names = std::mem::take(&mut *lock(ctx.lane_names()));
         for (lane, name) in names {
             if let Some(e) = self.each_sink(|sink, info| sink.name_lane(info, lane, &name)) {
                 fail(report, e);
@@ -187,16 +187,16 @@ impl<B: Backend> Emitter<B> {
             }
         }
         self.news = news;
-        ctx.read.take_all(&ctx.pool, &mut self.taken);
+        ctx.read().take_all(ctx.pool(), &mut self.taken);
         let mut touched = Vec::new();
         let mut release: Option<Chain> = None;
         let mut taken = std::mem::take(&mut self.taken);
         for first in taken.drain(..) {
             // Safety: taken from the read queue by the emitter, the list's only owner now.
-            let seq = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_seq });
+            let seq = ctx.pool().slot(first).record.with(|r| unsafe { (*r).list_seq });
             if seq.seq < self.next_place[seq.entry as usize] {
                 // Its lane moved on without it (the hold limit): emitted now, late.
-                ctx.counters.lists_late.fetch_add(1, Ordering::Relaxed);
+                ctx.counters().lists_late.fetch_add(1, Ordering::Relaxed);
                 let (chain, failure) = self.emit_list(ctx, first, report);
                 if let Some(e) = failure {
                     fail(report, e);
@@ -211,7 +211,7 @@ impl<B: Backend> Emitter<B> {
         self.taken = taken;
         // Places given up by lists dropped unsubmitted: skipped when their turn comes (or
         // already passed, by the hold limit).
-        for void in ctx.void_places.take_all() {
+        for void in ctx.void_places().take_all() {
             if void.seq >= self.next_place[void.entry as usize] {
                 self.waiting.entry(void.entry).or_default().insert(void.seq, VOID);
                 touched.push(void.entry);
@@ -258,7 +258,7 @@ impl<B: Backend> Emitter<B> {
         }
         // Submitted -> Free: every collected list in one CAS.
         if let Some(chain) = release {
-            ctx.pool.release_submitted(chain);
+            ctx.pool().release_submitted(chain);
         }
         if let Some(e) = self.deliver_watch(ctx) {
             fail(report, e);
@@ -267,8 +267,8 @@ impl<B: Backend> Emitter<B> {
         self.lane_end.retain(|_, lane| lane.end >= oldest);
         self.concurrent.forget_before(oldest);
         let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        ctx.counters.emitter_ns.fetch_add(spent, Ordering::Relaxed);
-        ctx.counters.sinks_stopped.store(self.stopped, Ordering::Relaxed);
+        ctx.counters().emitter_ns.fetch_add(spent, Ordering::Relaxed);
+        ctx.counters().sinks_stopped.store(self.stopped, Ordering::Relaxed);
         error
     }
 
@@ -301,8 +301,8 @@ impl<B: Backend> Emitter<B> {
     /// backend that fails or panics there fails this call's hold-limit check (the emit
     /// phase's error, counted; no lane moved), and never unwinds through the collector.
     fn release_held_lanes(&mut self, ctx: &Inner<B>) -> Vec<HeldLane> {
-        let limit = i64::try_from(ctx.config.hold_limit.as_nanos()).unwrap_or(i64::MAX);
-        let now = match host_now(&ctx.backend) {
+        let limit = i64::try_from(ctx.config().hold_limit.as_nanos()).unwrap_or(i64::MAX);
+        let now = match host_now(ctx.backend()) {
             Ok(now) => now,
             Err(e) => return vec![HeldLane { entry: None, error: e.into() }],
         };
@@ -326,7 +326,7 @@ impl<B: Backend> Emitter<B> {
                     Some(stall) if stall.place == *next => *stall,
                     _ => {
                         // A recorder holds the lane's lock now: ask at the next emit.
-                        let Some(holder) = ctx.lanes.try_holder(place) else { break };
+                        let Some(holder) = ctx.lanes().try_holder(place) else { break };
                         let stall = Stall { place: *next, since: holder.map(|holder| holder.started_ns) };
                         stalled.insert(entry, stall);
                         stall
@@ -338,7 +338,7 @@ impl<B: Backend> Emitter<B> {
                 if now.saturating_sub(since) < limit {
                     break;
                 }
-                let holder = match ctx.lanes.try_holder(place) {
+                let holder = match ctx.lanes().try_holder(place) {
                     None => break,
                     Some(None) => {
                         stalled.insert(entry, Stall { place: *next, since: None });
@@ -349,7 +349,7 @@ impl<B: Backend> Emitter<B> {
                 let held_for = now.saturating_sub(holder.started_ns);
                 *next += 1;
                 stalled.remove(&entry);
-                ctx.counters.lanes_released.fetch_add(1, Ordering::Relaxed);
+                ctx.counters().lanes_released.fetch_add(1, Ordering::Relaxed);
                 let location = &holder.location;
                 let error = Error::LaneHeld {
                     lane: holder.lane,
@@ -381,7 +381,7 @@ impl<B: Backend> Emitter<B> {
         // Safety: the emitter owns every list in `waiting`. A void place goes first: it
         // only unblocks its lane.
         let id =
-            if first == VOID { 0 } else { ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_id }) };
+            if first == VOID { 0 } else { ctx.pool().slot(first).record.with(|r| unsafe { (*r).list_id }) };
         Some(std::cmp::Reverse((id, entry, place, first)))
     }
 
@@ -403,7 +403,7 @@ impl<B: Backend> Emitter<B> {
         first: u32,
         report: &mut CollectReport,
     ) -> (Chain, Option<Error>) {
-        let head = ctx.pool.slot(first);
+        let head = ctx.pool().slot(first);
         // Safety: the emitter owns every list it took from the read queue.
         let mut record = head.record.with_mut(|r| unsafe { std::mem::take(&mut *r) });
         let chain = Chain { first, last: record.list_last, len: record.list_len };
@@ -414,10 +414,10 @@ impl<B: Backend> Emitter<B> {
             ListKind::Failed | ListKind::Submitted => None,
         };
         report.lists += 1;
-        ctx.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
+        ctx.counters().lists_collected.fetch_add(1, Ordering::Relaxed);
         let Some((base, drift, bound)) = placed else {
             report.failed_lists += 1;
-            ctx.counters.lists_failed.fetch_add(1, Ordering::Relaxed);
+            ctx.counters().lists_failed.fetch_add(1, Ordering::Relaxed);
             let dropped = match record.list_kind {
                 ListKind::Read => record.zones.len(),
                 _ => discard_records(ctx, &mut record),
@@ -432,7 +432,7 @@ impl<B: Backend> Emitter<B> {
             zone.frame = record.list_frame;
         }
         self.keep_lane_order(ctx, &mut zones, record.lane, drift, bound);
-        self.concurrent.check(&ctx.counters.concurrent_lists, &record, &zones);
+        self.concurrent.check(&ctx.counters().concurrent_lists, &record, &zones);
         self.bound_the_offset(&record, &zones);
         let first = zones.iter().map(|z| z.gpu_begin_ns).min().unwrap_or(0);
         let last = zones.iter().map(|z| z.gpu_end_ns).max().unwrap_or(0);
@@ -461,18 +461,18 @@ impl<B: Backend> Emitter<B> {
             if let Some(floor) = zone.launch.as_ref().map(floor).filter(|&floor| floor > zone.host_begin_ns) {
                 zone.host_begin_ns = floor;
                 zone.host_end_ns = zone.host_end_ns.max(zone.host_begin_ns);
-                ctx.counters.zones_moved_to_launch.fetch_add(1, Ordering::Relaxed);
+                ctx.counters().zones_moved_to_launch.fetch_add(1, Ordering::Relaxed);
             }
         }
         self.watch.emitted(&zones);
         let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
         if let Some(e) = self.each_sink(|sink, info| sink.zones(info, batch)) {
-            ctx.counters.sink_failures.fetch_add(1, Ordering::Relaxed);
+            ctx.counters().sink_failures.fetch_add(1, Ordering::Relaxed);
             failure.get_or_insert(e);
         }
         report.zones += zones.len();
-        ctx.counters.zones_emitted.fetch_add(zones.len(), Ordering::Relaxed);
-        ctx.zone_buffers.give_back(zones);
+        ctx.counters().zones_emitted.fetch_add(zones.len(), Ordering::Relaxed);
+        ctx.zone_buffers().give_back(zones);
         (chain, failure)
     }
 
@@ -516,7 +516,7 @@ impl<B: Backend> Emitter<B> {
                 zone.gpu_begin_ns += shift;
                 zone.gpu_end_ns += shift;
             }
-            ctx.counters.lists_shifted.fetch_add(1, Ordering::Relaxed);
+            ctx.counters().lists_shifted.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(end) = zones.iter().filter(on_home).map(|z| z.gpu_end_ns).max() {
             if end >= last.end {
@@ -534,7 +534,7 @@ impl<B: Backend> Emitter<B> {
         for (index, sink) in self.sinks.iter_mut().enumerate() {
             let Some(sink) = sink.take() else { continue };
             if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(sink))) {
-                ctx.counters.sink_failures.fetch_add(1, Ordering::Relaxed);
+                ctx.counters().sink_failures.fetch_add(1, Ordering::Relaxed);
                 error.get_or_insert(Error::SinkPanicked(format!(
                     "sink {index} panicked when finished (dropped): {}",
                     panic_message(panic.as_ref())
@@ -549,9 +549,9 @@ impl<B: Backend> Emitter<B> {
     pub(crate) fn flush_sinks(&mut self, ctx: &Inner<B>) -> Option<Error> {
         let error = self.each_sink(|sink, _| sink.flush());
         if error.is_some() {
-            ctx.counters.sink_failures.fetch_add(1, Ordering::Relaxed);
+            ctx.counters().sink_failures.fetch_add(1, Ordering::Relaxed);
         }
-        ctx.counters.sinks_stopped.store(self.stopped, Ordering::Relaxed);
+        ctx.counters().sinks_stopped.store(self.stopped, Ordering::Relaxed);
         error
     }
 }
@@ -567,7 +567,7 @@ fn host_now<B: Backend>(backend: &B) -> Result<i64, BackendError> {
 fn discard_records<B: Backend>(ctx: &Inner<B>, head: &mut ListRecord) -> usize {
     let mut events = std::mem::take(&mut head.events);
     let zones = events.drain(..).filter(|r| r.begins.is_some() && !r.begin_dropped).count();
-    ctx.record_buffers.give_back(events);
+    ctx.record_buffers().give_back(events);
     zones
 }
 
@@ -577,7 +577,7 @@ fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Chain) 
         None => list,
         Some(chain) => {
             // Relaxed: published by the Release CAS of the push that releases the chain.
-            ctx.pool.slot(chain.last).link.store(list.first, Ordering::Relaxed);
+            ctx.pool().slot(chain.last).link.store(list.first, Ordering::Relaxed);
             Chain { first: chain.first, last: list.last, len: chain.len + list.len }
         }
     });

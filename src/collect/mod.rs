@@ -203,7 +203,7 @@ impl<B: Backend> Collector<B> {
             CollectReport { read_lists: outcome.read, errors: outcome.errors, ..Default::default() };
         let mut error = outcome.error;
         // Lists this call read, or a place this thread gave up: left to the emitter if busy.
-        let hand_over = outcome.read > 0 || !self.inner.void_places.is_empty();
+        let hand_over = outcome.read > 0 || !self.inner.void_places().is_empty();
         let emitted = self.emit_handed_off(&mut report, &mut error, outcome.retried, 0, hand_over);
         match error {
             Some(error) => Err(CollectError { error, report }),
@@ -265,7 +265,7 @@ impl<B: Backend> Collector<B> {
                 break;
             }
             crate::sync::fence_seq_cst();
-            if self.flush_waiting() || (inner.read.is_empty_now() && inner.void_places.is_empty()) {
+            if self.flush_waiting() || (inner.read().is_empty_now() && inner.void_places().is_empty()) {
                 break;
             }
         }

@@ -182,9 +182,9 @@ pub(crate) fn read_phase<B: Backend>(
         reader.read_batch(&batch);
     }
     let mut taken = Vec::new();
-    ctx.queue.take_all(&ctx.pool, &mut taken);
-    ctx.retry.take_all(&ctx.pool, &mut taken);
-    ctx.pool.sample_high_water();
+    ctx.queue().take_all(ctx.pool(), &mut taken);
+    ctx.retry().take_all(ctx.pool(), &mut taken);
+    ctx.pool().sample_high_water();
     if taken.is_empty() {
         return reader.keep_anchors(share);
     }
@@ -194,7 +194,7 @@ pub(crate) fn read_phase<B: Backend>(
             // Safety: the list was taken from a queue by this thread (one swap hands each
             // list to exactly one taker), so this thread alone owns its records until it
             // pushes the list on again or publishes it in a batch.
-            let seq = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_seq });
+            let seq = ctx.pool().slot(first).record.with(|r| unsafe { (*r).list_seq });
             (seq.entry, seq.seq, first)
         })
         .collect();
@@ -239,7 +239,8 @@ impl<B: Backend> Reader<'_, B> {
     /// because their driver calls wait behind every recording thread's, and the emitter must
     /// not wait.
     fn keep_anchors(mut self, share: &ReadShare<B>) -> ReadOutcome {
-        if let Err(e) = share.timeline.refresh(&self.ctx.backend, self.ctx.config.anchor_interval, self.wait)
+        if let Err(e) =
+            share.timeline.refresh(self.ctx.backend(), self.ctx.config().anchor_interval, self.wait)
         {
             self.outcome.errors += 1;
             self.outcome.error.get_or_insert(e.into());
@@ -268,40 +269,40 @@ impl<B: Backend> Reader<'_, B> {
         let own = piece.first().is_some_and(|&(entry, _, _)| own_lane() == entry);
         for &(_, _, first) in piece {
             if blocked {
-                retry.add(&ctx.pool, first);
+                retry.add(ctx.pool(), first);
                 continue;
             }
             // Safety: this reader claimed the piece (or took the list): it owns the records.
-            let probed = ctx.pool.slot(first).record.with(|r| unsafe { (*r).list_probed });
+            let probed = ctx.pool().slot(first).record.with(|r| unsafe { (*r).list_probed });
             if probed && !own {
                 if self.reprobes == 0 {
                     blocked = true;
-                    retry.add(&ctx.pool, first);
+                    retry.add(ctx.pool(), first);
                     continue;
                 }
                 self.reprobes -= 1;
             }
             match read_list(ctx, self.anchors, first, self.wait, &mut self.times) {
-                Ok(true) => read.add(&ctx.pool, first),
+                Ok(true) => read.add(ctx.pool(), first),
                 Ok(false) => {
                     // Safety: as above.
-                    ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_probed = true });
+                    ctx.pool().slot(first).record.with_mut(|r| unsafe { (*r).list_probed = true });
                     blocked = true;
-                    retry.add(&ctx.pool, first);
+                    retry.add(ctx.pool(), first);
                 }
                 Err(e) => {
                     // Safety: as above.
-                    ctx.pool.slot(first).record.with_mut(|r| unsafe { (*r).list_kind = ListKind::Failed });
+                    ctx.pool().slot(first).record.with_mut(|r| unsafe { (*r).list_kind = ListKind::Failed });
                     self.outcome.errors += 1;
                     self.outcome.error.get_or_insert(e);
-                    read.add(&ctx.pool, first);
+                    read.add(ctx.pool(), first);
                 }
             }
         }
         self.outcome.read += read.len;
         self.outcome.retried += retry.len;
-        read.push_onto(&ctx.read, &ctx.pool);
-        retry.push_onto(&ctx.retry, &ctx.pool);
+        read.push_onto(ctx.read(), ctx.pool());
+        retry.push_onto(ctx.retry(), ctx.pool());
     }
 }
 
@@ -319,7 +320,7 @@ fn read_list<B: Backend>(
     wait: bool,
     times: &mut Vec<i64>,
 ) -> Result<bool, Error> {
-    let head = ctx.pool.slot(first);
+    let head = ctx.pool().slot(first);
     // Safety: the caller took this list from a queue: it owns the records. They are put back
     // below (an unwinding backend is caught by `guarded`; only the list's records, never its
     // slots, could be lost with an unwinding allocation).
@@ -329,7 +330,7 @@ fn read_list<B: Backend>(
     // driver call: the read that places the list is shared like the others. A list that
     // cannot be placed fails like one whose times cannot be read.
     let read = read_times(ctx, list_id, &events, wait, times).and_then(|complete| {
-        Ok(if complete { Some(place(&ctx.backend, anchors, &head.event)?) } else { None })
+        Ok(if complete { Some(place(ctx.backend(), anchors, &head.event)?) } else { None })
     });
     let placed = match read {
         Ok(Some(placed)) => placed,
@@ -340,7 +341,7 @@ fn read_list<B: Backend>(
         }
     };
     let zones = build_zones(ctx, list_id, &mut events, times);
-    ctx.record_buffers.give_back(events);
+    ctx.record_buffers().give_back(events);
     let zones = zones?;
     // Safety: as above.
     head.record.with_mut(|r| unsafe {
@@ -361,9 +362,9 @@ fn read_times<B: Backend>(
     wait: bool,
     times: &mut Vec<i64>,
 ) -> Result<bool, Error> {
-    let backend = &ctx.backend;
+    let backend = ctx.backend();
     let step = |from: &EventRecord, to: &EventRecord| -> Result<Option<i64>, BackendError> {
-        let (from, to) = (&ctx.pool.slot(from.slot).event, &ctx.pool.slot(to.slot).event);
+        let (from, to) = (&ctx.pool().slot(from.slot).event, &ctx.pool().slot(to.slot).event);
         let elapsed = || guarded("elapsed", || backend.elapsed(from, to));
         match elapsed()? {
             Some(elapsed) => Ok(Some(elapsed.ns)),
@@ -435,7 +436,7 @@ fn build_zones<B: Backend>(
     times: &[i64],
 ) -> Result<Vec<Zone>, TimeError> {
     // A list of n events has at most n zones (every zone begins at an event of its own).
-    let mut zones: Vec<Zone> = ctx.zone_buffers.take();
+    let mut zones: Vec<Zone> = ctx.zone_buffers().take();
     zones.reserve(events.len());
     let mut open: Vec<usize> = Vec::new();
     let mut backwards = None;
@@ -461,7 +462,7 @@ fn build_zones<B: Backend>(
         if let Some(location) = record.begins.take().filter(|_| !record.begin_dropped) {
             // Safety: the reader owns the list (taken from a queue), so the slot; the launch
             // was written with the event, before submission.
-            let launch = record.launched.then(|| ctx.pool.slot(record.slot).launch.with(|l| unsafe { *l }));
+            let launch = record.launched.then(|| ctx.pool().slot(record.slot).launch.with(|l| unsafe { *l }));
             open.push(zones.len());
             zones.push(Zone {
                 location,
@@ -484,7 +485,7 @@ fn build_zones<B: Backend>(
         None => Ok(zones),
         Some(error) => {
             ctx.count_dropped(zones.len());
-            ctx.zone_buffers.give_back(zones);
+            ctx.zone_buffers().give_back(zones);
             Err(error)
         }
     }

@@ -39,10 +39,10 @@ impl Watch {
         if !self.counters {
             return (marks, None);
         }
-        let pool = ctx.pool.counts();
-        let c = &ctx.counters;
+        let pool = ctx.pool().counts();
+        let c = ctx.counters();
         let submitted = c.recorded.sum(LISTS_SUBMITTED).max(0) as usize;
-        let host_ns = ctx.backend.host_now_ns();
+        let host_ns = ctx.backend().host_now_ns();
         let sample = CounterSample {
             host_ns,
             slots_in_use: pool.owned + pool.submitted,

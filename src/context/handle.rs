@@ -55,15 +55,15 @@ impl<B: Backend> Handles<B> {
     fn report(&self, handler: Option<&ErrorHandler>, error: &CollectError) {
         let inner = &self.collector.inner;
         let handler = handler.unwrap_or(&self.on_error);
-        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&inner.info, error)));
+        let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(inner.info(), error)));
         if let Err(panic) = call {
-            if inner.counters.error_handler_panics.fetch_add(1, Ordering::Relaxed) == 0 {
+            if inner.counters().error_handler_panics.fetch_add(1, Ordering::Relaxed) == 0 {
                 log::error!(
                     target: "gpu_event_pool",
                     "the error handler of GPU context {:?} (id {}) panicked: {} (reporting: {error}); \
                      collection goes on, and later panics of it are only counted (Stats::error_handler_panics)",
-                    inner.info.name,
-                    inner.info.id,
+                    inner.info().name,
+                    inner.info().id,
                     crate::backend::panic_message(panic.as_ref()),
                 );
             }
@@ -111,8 +111,8 @@ pub struct TracingContext<B: Backend> {
 impl<B: Backend> std::fmt::Debug for TracingContext<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TracingContext")
-            .field("id", &self.inner().info.id)
-            .field("name", &self.inner().config.name)
+            .field("id", &self.inner().info().id)
+            .field("name", &self.inner().config().name)
             .finish_non_exhaustive()
     }
 }
@@ -185,29 +185,29 @@ impl<B: Backend> TracingContext<B> {
 
     /// What sinks are told about this context.
     pub fn info(&self) -> &ContextInfo {
-        &self.inner().info
+        self.inner().info()
     }
 
     /// The configuration.
     pub fn config(&self) -> &Config {
-        &self.inner().config
+        self.inner().config()
     }
 
     /// The backend.
     pub fn backend(&self) -> &B {
-        &self.inner().backend
+        self.inner().backend()
     }
 
     /// Names `stream` for the sinks (a Tracy GPU lane, a Chrome track). The name reaches the
     /// sinks with the next collect, before any zone collected after it.
     pub fn name_stream(&self, stream: &B::Stream, name: impl Into<String>) {
-        self.name_lane(crate::backend::Lane::Stream(self.inner().backend.stream_key(stream)), name);
+        self.name_lane(crate::backend::Lane::Stream(self.inner().backend().stream_key(stream)), name);
     }
 
     /// Names a lane for the sinks, as [`name_stream`](Self::name_stream) does (for a lane
     /// known by its key: a Vulkan queue's, `VulkanQueue::lane_key`).
     pub fn name_lane(&self, lane: crate::backend::Lane, name: impl Into<String>) {
-        lock(&self.inner().lane_names).push((lane, name.into()));
+        lock(self.inner().lane_names()).push((lane, name.into()));
     }
 
     /// Sets the verbosity from now on (zones begun after the call; a zone already open is still
@@ -307,7 +307,7 @@ impl<B: Backend> TracingContext<B> {
             return;
         }
         let inner = self.inner();
-        inner.start_frame(id, inner.backend.host_now_ns());
+        inner.start_frame(id, inner.backend().host_now_ns());
     }
 
     /// The current frame ([`frame`](Self::frame)), if any.
@@ -388,7 +388,7 @@ impl<B: Backend> TracingContext<B> {
     /// audit of [`Stats::free`], supported for tests and diagnostics. Exact only while no
     /// other thread records, submits or collects.
     pub fn free_slots_walked(&self) -> usize {
-        self.inner().pool.free_slots_walked()
+        self.inner().pool().free_slots_walked()
     }
 }
 
@@ -420,7 +420,7 @@ impl<B: Backend> TracingContext<B> {
                     }
                 }
             };
-            let _ = self.inner().relief.set(Box::new(relief));
+            let _ = self.inner().relief().set(Box::new(relief));
         }
     }
 
@@ -430,7 +430,7 @@ impl<B: Backend> TracingContext<B> {
         let shared = Arc::clone(&self.shared);
         let signal = std::sync::Arc::clone(&stop);
         let thread = std::thread::Builder::new()
-            .name(format!("{} collector", self.inner().config.name))
+            .name(format!("{} collector", self.inner().config().name))
             .spawn(move || {
                 let (stopped, wake) = &*signal;
                 // The stop flag's lock is not held while collecting: the last handle sets it

@@ -99,8 +99,8 @@ pub struct Stats {
 impl Stats {
     /// A snapshot of `inner`'s statistics.
     pub(crate) fn of<B: Backend>(inner: &Inner<B>) -> Self {
-        let p = inner.pool.counts();
-        let c = &inner.counters;
+        let p = inner.pool().counts();
+        let c = inner.counters();
         let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
         let recorded = |field| c.recorded.sum(field).max(0) as usize;
         Stats {

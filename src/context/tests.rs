@@ -2,7 +2,7 @@
 //! handle is gone, read through a list that outlived it.
 
 use super::stats::Stats;
-use crate::sim::SimBackend;
+use crate::backend::sim::SimBackend;
 use crate::{location, RecordError, TracingContext};
 
 #[test]

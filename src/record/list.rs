@@ -30,6 +30,7 @@ mod step;
 use super::error::RecordError;
 use super::ENABLED;
 use crate::backend::{Backend, Lane, Placement};
+use crate::limits::MAX_DEPTH;
 use crate::location::{Location, Verbosity};
 use crate::shared::config::{BEGIN_SLOTS, MAX_SLOTS};
 use crate::shared::lanes::{Holder, LaneSeq};
@@ -37,7 +38,6 @@ use crate::shared::record::EventRecord;
 use crate::shared::Inner;
 use crate::slots::freelist::NIL;
 use crate::slots::runs::Runs;
-use crate::sync::consts::MAX_DEPTH;
 use crate::sync::Arc;
 
 /// A stack entry for a zone whose begin event was not recorded because of a failure.
@@ -138,7 +138,7 @@ impl<B: Backend> EventList<B> {
             nvtx: [0; MAX_DEPTH],
         };
         if ENABLED && !switches.closed() && switches.level() != Verbosity::Off {
-            list.records = list.ctx.record_buffers.take_for_list();
+            list.records = list.ctx.record_buffers().take_for_list();
             let _ = list.reserve(BEGIN_SLOTS);
         }
         list
@@ -178,7 +178,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(());
         }
-        let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
+        let lane = Lane::Stream(self.ctx.backend().stream_key(stream));
         self.step(lane, false, Some(location.into()), RECORD, |b, e, mark| b.record_mark(e, stream, mark))
             .map(drop)
     }
@@ -188,7 +188,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(());
         }
-        let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
+        let lane = Lane::Stream(self.ctx.backend().stream_key(stream));
         self.step(lane, true, None, RECORD, |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
     }
 
@@ -201,7 +201,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(());
         }
-        let lane = Lane::Stream(self.ctx.backend.stream_key(stream));
+        let lane = Lane::Stream(self.ctx.backend().stream_key(stream));
         self.step(lane, true, Some(location.into()), RECORD, |b, e, mark| b.record_mark(e, stream, mark))
             .map(drop)
     }
@@ -217,7 +217,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(None);
         }
-        let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
+        let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
         self.step(lane, false, Some(location.into()), ADD_NODE, |b, e, _| {
             b.add_graph_record_node(e, graph, dependencies)
         })
@@ -233,7 +233,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(None);
         }
-        let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
+        let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
         self.step(lane, true, None, ADD_NODE, |b, e, _| b.add_graph_record_node(e, graph, dependencies))
     }
 
@@ -247,7 +247,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(None);
         }
-        let lane = Lane::Graph(self.ctx.backend.graph_key(graph));
+        let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
         self.step(lane, true, Some(location.into()), ADD_NODE, |b, e, _| {
             b.add_graph_record_node(e, graph, dependencies)
         })
@@ -260,11 +260,12 @@ impl<B: Backend> EventList<B> {
             // The place is taken now, in submission order, under the lane's lock and held
             // until the queue has the list, as a first record's is.
             let (ctx, list_id, first) = (&self.ctx, self.id, &self.records[0]);
-            let holder = || holder(list_id, first.lane, first.begins.as_ref(), ctx.backend.host_now_ns());
-            let taken = ctx.lanes.record_first(first.lane, || Ok::<_, std::convert::Infallible>(()), holder);
+            let holder = || holder(list_id, first.lane, first.begins.as_ref(), ctx.backend().host_now_ns());
+            let taken =
+                ctx.lanes().record_first(first.lane, || Ok::<_, std::convert::Infallible>(()), holder);
             self.home = taken.ok().map(|(home, ())| home);
         }
-        let pool = &self.ctx.pool;
+        let pool = self.ctx.pool();
         let (used, spare) = self.runs.take_chains(pool);
         if let Some(spare) = spare {
             pool.release_owned(spare);
@@ -272,7 +273,7 @@ impl<B: Backend> EventList<B> {
         let mut records = std::mem::take(&mut self.records);
         if used.is_none() {
             // Nothing recorded: the buffer taken for it goes to this thread's next list.
-            self.ctx.record_buffers.give_back_on_thread(std::mem::take(&mut records));
+            self.ctx.record_buffers().give_back_on_thread(std::mem::take(&mut records));
         }
         self.ctx.enqueue(used, records, self.id, self.home.take(), self.first_host_ns, self.frame);
     }
@@ -304,8 +305,8 @@ impl<B: Backend> Drop for EventList<B> {
         }
         // The records are in the list's buffer (the slots' records were never written):
         // emptied for a later list.
-        self.ctx.record_buffers.give_back_on_thread(std::mem::take(&mut self.records));
-        let pool = &self.ctx.pool;
+        self.ctx.record_buffers().give_back_on_thread(std::mem::take(&mut self.records));
+        let pool = self.ctx.pool();
         let recorded = self.runs.used() > 0;
         if let Some(chain) = self.runs.take_all(pool) {
             pool.release_owned(chain);

@@ -61,33 +61,33 @@ pub(crate) const LISTS_DISCARDED: usize = 2;
 /// the alignment this gives `Inner` also keeps the `Arc`'s reference counts, written twice
 /// per list, on lines of their own.
 pub(crate) struct Inner<B: Backend> {
-    pub(crate) backend: B,
-    pub(crate) config: Config,
-    pub(crate) pool: Pool<B::Event, ListRecord>,
+    backend: B,
+    config: Config,
+    pool: Pool<B::Event, ListRecord>,
     /// Where lists get the buffers their events' records are kept in.
-    pub(crate) record_buffers: RecordBuffers,
+    record_buffers: RecordBuffers,
     /// Where readers get the buffers they build zones in; the emitter gives them back.
-    pub(crate) zone_buffers: ZoneBuffers,
-    pub(crate) queue: SubmissionQueue,
+    zone_buffers: ZoneBuffers,
+    queue: SubmissionQueue,
     /// Lists a collector found incomplete, and lists whose times were read (collect/read.rs).
-    pub(crate) retry: SubmissionQueue,
-    pub(crate) read: SubmissionQueue,
+    retry: SubmissionQueue,
+    read: SubmissionQueue,
     /// Each list's place in its home lane's order (lanes.rs), and the places given up by
     /// lists dropped unsubmitted, for the emitter to skip.
-    pub(crate) lanes: LaneTable,
-    pub(crate) void_places: VoidPlaces,
-    pub(crate) counters: CachePadded<Counters>,
-    pub(crate) info: ContextInfo,
+    lanes: LaneTable,
+    void_places: VoidPlaces,
+    counters: CachePadded<Counters>,
+    info: ContextInfo,
     /// The run-time switches: bits 0-1 the verbosity, bit 2 set while disabled, bit 3 set
     /// while NVTX ranges are off, bit 4 set while launches are recorded, bit 5 set once the
     /// last handle is gone. Read with one relaxed load per recording call (see `switches`).
     switches: AtomicU8,
     /// Lane names given by the user, not yet delivered to the sinks (the collector does).
-    pub(crate) lane_names: CachePadded<Mutex<Vec<(Lane, String)>>>,
+    lane_names: CachePadded<Mutex<Vec<(Lane, String)>>>,
     /// What a recording thread does when the pool is exhausted, before it drops a zone: a
     /// collect (set by the context once it is made; `None` in loom models). Whether it may
     /// have freed slots: it collected lists, or another thread is collecting.
-    pub(crate) relief: std::sync::OnceLock<Relief>,
+    relief: std::sync::OnceLock<Relief>,
     next_list_id: CachePadded<AtomicU64>,
     /// The current frame (`NO_FRAME`: none), read once per list when it is made. On a line
     /// of its own: written once per frame, it must not make recorders miss the line of the
@@ -172,6 +172,68 @@ fn verbosity_of(switches: u8) -> Verbosity {
         0 => Verbosity::Off,
         1 => Verbosity::Coarse,
         _ => Verbosity::Fine,
+    }
+}
+
+/// Read access to the parts of [`Inner`], for the layers above: the fields stay private to
+/// this module, so that only its methods change the context's shared state as a whole.
+impl<B: Backend> Inner<B> {
+    #[inline]
+    pub(crate) fn backend(&self) -> &B {
+        &self.backend
+    }
+    #[inline]
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+    #[inline]
+    pub(crate) fn pool(&self) -> &Pool<B::Event, ListRecord> {
+        &self.pool
+    }
+    #[inline]
+    pub(crate) fn record_buffers(&self) -> &RecordBuffers {
+        &self.record_buffers
+    }
+    #[inline]
+    pub(crate) fn zone_buffers(&self) -> &ZoneBuffers {
+        &self.zone_buffers
+    }
+    #[inline]
+    pub(crate) fn queue(&self) -> &SubmissionQueue {
+        &self.queue
+    }
+    #[inline]
+    pub(crate) fn retry(&self) -> &SubmissionQueue {
+        &self.retry
+    }
+    #[inline]
+    pub(crate) fn read(&self) -> &SubmissionQueue {
+        &self.read
+    }
+    #[inline]
+    pub(crate) fn lanes(&self) -> &LaneTable {
+        &self.lanes
+    }
+    #[inline]
+    pub(crate) fn void_places(&self) -> &VoidPlaces {
+        &self.void_places
+    }
+    #[inline]
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    #[inline]
+    pub(crate) fn info(&self) -> &ContextInfo {
+        &self.info
+    }
+    #[inline]
+    pub(crate) fn lane_names(&self) -> &Mutex<Vec<(Lane, String)>> {
+        &self.lane_names
+    }
+    #[inline]
+    #[cfg_attr(gpu_event_pool_loom, allow(dead_code))] // set and run by the context only
+    pub(crate) fn relief(&self) -> &std::sync::OnceLock<Relief> {
+        &self.relief
     }
 }
 

@@ -131,7 +131,7 @@ impl Sink for MemorySink {
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::MemorySink;
-    use crate::sim::SimBackend;
+    use crate::backend::sim::SimBackend;
     use crate::{location, TracingContext};
 
     #[test]

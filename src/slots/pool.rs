@@ -25,7 +25,7 @@ use super::submit::SubmissionLinks;
 use super::tally::Tally;
 use crate::backend::BackendError;
 use crate::launch::Launch;
-use crate::sync::consts::{MAGAZINE_SLOTS, MAX_PAGES};
+use crate::limits::{MAGAZINE_SLOTS, MAX_PAGES};
 use crate::sync::{
     spin_wait, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, UnsafeCell,
 };

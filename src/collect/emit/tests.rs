@@ -1,10 +1,10 @@
 //! Unit tests of the emit phase (moved out of emit.rs to keep it under 600 lines).
 
 use super::*;
+use crate::backend::sim::{SimBackend, SimEvent, SimGraph, SimGraphNode, SimStream};
 use crate::backend::Elapsed;
 use crate::shared::config::Config;
 use crate::shared::lanes::Holder;
-use crate::sim::{SimBackend, SimEvent, SimGraph, SimGraphNode, SimStream};
 use crate::slots::pool::Pool;
 use std::sync::atomic::AtomicU32;
 
@@ -80,14 +80,14 @@ fn a_host_clock_that_panics_under_the_hold_limit_is_an_error_not_an_unwind() {
         list_id,
         lane,
         location: crate::location!("held").into(),
-        started_ns: ctx.backend.sim.host_now_ns(),
+        started_ns: ctx.backend().sim.host_now_ns(),
     };
     // Place 0 held by a list still being recorded; the list at place 1 read and waiting.
-    let (held, ()) = ctx.lanes.record_first(lane, || Ok::<_, ()>(()), || holder(1)).unwrap();
-    let (later, ()) = ctx.lanes.record_first(lane, || Ok::<_, ()>(()), || holder(2)).unwrap();
-    ctx.lanes.release(later);
+    let (held, ()) = ctx.lanes().record_first(lane, || Ok::<_, ()>(()), || holder(1)).unwrap();
+    let (later, ()) = ctx.lanes().record_first(lane, || Ok::<_, ()>(()), || holder(2)).unwrap();
+    ctx.lanes().release(later);
     emitter.waiting.entry(later.entry).or_default().insert(later.seq, 0);
-    ctx.backend.panics.store(1, Ordering::Relaxed);
+    ctx.backend().panics.store(1, Ordering::Relaxed);
     let released =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| emitter.release_held_lanes(&ctx)))
             .expect("the host clock's panic unwound through the emitter");

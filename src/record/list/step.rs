@@ -8,6 +8,7 @@
 use super::{holder, EventList, DROPPED, RELIEFS, SKIPPED};
 use crate::backend::{create_event, guarded, host_now, Backend, Lane, Mark, Placement};
 use crate::launch::{thread_number, Launch};
+use crate::limits::MAX_DEPTH;
 use crate::location::Location;
 use crate::record::RecordError;
 use crate::shared::config::BEGIN_SLOTS;
@@ -15,7 +16,6 @@ use crate::shared::lanes::LaneSeq;
 use crate::shared::record::EventRecord;
 use crate::shared::Inner;
 use crate::slots::pool::AcquireError;
-use crate::sync::consts::MAX_DEPTH;
 
 impl<B: Backend> EventList<B> {
     /// One recording step: optionally end the innermost zone, optionally begin a new one, with
@@ -30,7 +30,7 @@ impl<B: Backend> EventList<B> {
         end: bool,
         begin: Option<Location>,
         call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
+        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::backend::BackendError>,
     ) -> Result<Option<R>, RecordError> {
         if self.is_plain(end, begin.as_ref()) {
             self.plain_step(lane, end, begin, call, record)
@@ -87,7 +87,7 @@ impl<B: Backend> EventList<B> {
         end: bool,
         begin: Option<Location>,
         call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
+        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::backend::BackendError>,
     ) -> Result<Option<R>, RecordError> {
         let ended = end.then(|| {
             self.depth -= 1;
@@ -97,12 +97,12 @@ impl<B: Backend> EventList<B> {
         });
         let begins = begin.is_some();
         let ctx = &*self.ctx;
-        let (index, slot) = self.runs.take(&ctx.pool);
-        match guarded(call, || record(&ctx.backend, &slot.event, mark(end, begins))) {
+        let (index, slot) = self.runs.take(ctx.pool());
+        match guarded(call, || record(ctx.backend(), &slot.event, mark(end, begins))) {
             Ok(out) => {
                 let position = self.runs.used();
                 push_record(&mut self.records, index, lane, end, begin);
-                self.runs.commit(&ctx.pool, index, ctx.pool.segment_len());
+                self.runs.commit(ctx.pool(), index, ctx.pool().segment_len());
                 if begins {
                     self.stack[self.depth] = position;
                     self.depth += 1;
@@ -111,7 +111,7 @@ impl<B: Backend> EventList<B> {
                 Ok(Some(out))
             }
             Err(e) => {
-                self.runs.untake(&ctx.pool, index);
+                self.runs.untake(ctx.pool(), index);
                 self.record_failed(ended, begins);
                 if begins {
                     self.stack[self.depth] = DROPPED;
@@ -144,7 +144,7 @@ impl<B: Backend> EventList<B> {
         end: bool,
         begin: Option<Location>,
         call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
+        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::backend::BackendError>,
     ) -> Result<Option<R>, RecordError> {
         let ended = if !end {
             None
@@ -254,22 +254,22 @@ impl<B: Backend> EventList<B> {
         begins: Option<Location>,
         launches: bool,
         call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::BackendError>,
+        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::backend::BackendError>,
     ) -> Result<(u32, R), RecordError> {
         if self.runs.spare() == 0 {
             self.reserve(1)?;
         }
         let ctx = &*self.ctx;
-        let (index, slot) = self.runs.take(&ctx.pool);
+        let (index, slot) = self.runs.take(ctx.pool());
         let mark = mark(ends, begins.is_some());
         // A backend that panics loses the event, not the slot: `guarded` makes the panic its
         // error, in every backend call made here (the host clock's too). With launches on,
         // the record call's host times are kept.
         let event = || {
-            let begin = if launches { Some(host_now(&ctx.backend)?) } else { None };
-            let out = guarded(call, || record(&ctx.backend, &slot.event, mark))?;
+            let begin = if launches { Some(host_now(ctx.backend())?) } else { None };
+            let out = guarded(call, || record(ctx.backend(), &slot.event, mark))?;
             let launch = match begin {
-                Some(begin) => Some(Launch::new(begin, host_now(&ctx.backend)?, thread_number())),
+                Some(begin) => Some(Launch::new(begin, host_now(ctx.backend())?, thread_number())),
                 None => None,
             };
             Ok((out, launch))
@@ -287,7 +287,7 @@ impl<B: Backend> EventList<B> {
         let (out, launch) = match recorded {
             Ok(recorded) => recorded,
             Err(e) => {
-                self.runs.untake(&ctx.pool, index);
+                self.runs.untake(ctx.pool(), index);
                 return Err(RecordError::Backend(e));
             }
         };
@@ -298,11 +298,11 @@ impl<B: Backend> EventList<B> {
             slot.launch.with_mut(|l| unsafe { *l = launch });
         }
         if first && self.records.capacity() == 0 {
-            self.records = ctx.record_buffers.take_for_list();
+            self.records = ctx.record_buffers().take_for_list();
         }
         self.records.push(EventRecord { slot: index, lane, ends, begin_dropped: false, launched, begins });
         let position = self.runs.used();
-        self.runs.commit(&ctx.pool, index, ctx.pool.segment_len());
+        self.runs.commit(ctx.pool(), index, ctx.pool().segment_len());
         Ok((position, out))
     }
 
@@ -317,7 +317,7 @@ impl<B: Backend> EventList<B> {
             let lack = n - self.runs.spare();
             let mut reliefs = 0;
             let chain = loop {
-                match ctx.pool.acquire(lack, ctx.config.batch.max(lack), || create_event(&ctx.backend)) {
+                match ctx.pool().acquire(lack, ctx.config().batch.max(lack), || create_event(ctx.backend())) {
                     // Out of slots at the maximum: collect (lists the GPU has run give theirs
                     // back) rather than drop the zone, a few times while that may help.
                     Err(AcquireError::Exhausted) if reliefs < RELIEFS && ctx.relieve() => reliefs += 1,
@@ -325,10 +325,10 @@ impl<B: Backend> EventList<B> {
                 }
             };
             let chain = chain.map_err(|e| match e {
-                AcquireError::Exhausted => RecordError::PoolExhausted { capacity: ctx.config.max_capacity },
+                AcquireError::Exhausted => RecordError::PoolExhausted { capacity: ctx.config().max_capacity },
                 AcquireError::Backend(e) => RecordError::Backend(e),
             })?;
-            self.runs.append(&ctx.pool, chain);
+            self.runs.append(ctx.pool(), chain);
         }
         Ok(())
     }
@@ -382,12 +382,12 @@ fn record_first<B: Backend, T>(
     list_id: u64,
     lane: Lane,
     begins: Option<&Location>,
-    event: impl FnOnce() -> Result<T, crate::BackendError>,
-) -> Result<(LaneSeq, i64, T), crate::BackendError> {
+    event: impl FnOnce() -> Result<T, crate::backend::BackendError>,
+) -> Result<(LaneSeq, i64, T), crate::backend::BackendError> {
     // The holder's start is read before the lane is locked, so that the only call made under
     // the lock is the record.
-    let started = host_now(&ctx.backend)?;
+    let started = host_now(ctx.backend())?;
     let holder = || holder(list_id, lane, begins, started);
-    let (home, out) = ctx.lanes.record_first(lane, event, holder)?;
+    let (home, out) = ctx.lanes().record_first(lane, event, holder)?;
     Ok((home, started, out))
 }
