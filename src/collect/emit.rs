@@ -18,10 +18,12 @@ use crate::shared::record::{ListKind, ListRecord};
 use crate::shared::Inner;
 use crate::sink::{ContextInfo, Sink, Zone, ZoneBatch};
 use crate::slots::freelist::{Chain, NIL};
+use crate::slots::head::ListHead;
 use crate::sync::{lock, Arc, Ordering};
 use std::collections::{BTreeMap, HashMap};
 
-/// In `Emitter::waiting`, a place given up by a list dropped unsubmitted (no slot).
+/// In `Emitter::waiting` and its heads, a place given up by a list dropped unsubmitted (no
+/// slot).
 const VOID: u32 = NIL;
 
 /// What the hold limit reports: a lane it moved on (its entry), or a failure to read the
@@ -49,8 +51,9 @@ pub(crate) struct Emitter<B: Backend> {
     news: Vec<Observation>,
     /// Per lane-table entry: the place of the next list to emit.
     next_place: Vec<u64>,
-    /// Read lists waiting for an earlier list of their lane: entry -> place -> first slot.
-    waiting: HashMap<u32, BTreeMap<u64, u32>>,
+    /// Read lists waiting for an earlier list of their lane: entry -> place -> the list's
+    /// head (the emitter owns the list), or `None` for a void place.
+    waiting: HashMap<u32, BTreeMap<u64, Option<ListHead>>>,
     waiting_lists: usize,
     /// Per lane, the latest end emitted on it (the order guard, see `keep_lane_order`).
     lane_end: HashMap<Lane, LaneEnd>,
@@ -58,7 +61,7 @@ pub(crate) struct Emitter<B: Backend> {
     /// Per lane-table entry whose later lists wait for a place: that place, and since when
     /// (host ns) its holder has held it (the hold limit).
     stalled: HashMap<u32, Stall>,
-    taken: Vec<u32>,
+    taken: Vec<ListHead>,
     /// The sinks, in the order they were added; `None` once one panicked (never called again).
     sinks: Vec<Option<Box<dyn Sink>>>,
     /// How many panicked.
@@ -191,20 +194,20 @@ impl<B: Backend> Emitter<B> {
         let mut touched = Vec::new();
         let mut release: Option<Chain> = None;
         let mut taken = std::mem::take(&mut self.taken);
-        for first in taken.drain(..) {
-            // Safety: taken from the read queue by the emitter, the list's only owner now.
-            let seq = ctx.pool().slot(first).record.with(|r| unsafe { (*r).list_seq });
+        for head in taken.drain(..) {
+            // Taken from the read queue by the emitter, the list's only owner now.
+            let seq = head.read(ctx.pool(), |r| r.list_seq);
             if seq.seq < self.next_place[seq.entry as usize] {
                 // Its lane moved on without it (the hold limit): emitted now, late.
                 ctx.counters().lists_late.fetch_add(1, Ordering::Relaxed);
-                let (chain, failure) = self.emit_list(ctx, first, report);
+                let (chain, failure) = self.emit_list(ctx, head, report);
                 if let Some(e) = failure {
                     fail(report, e);
                 }
                 append(ctx, &mut release, chain);
                 continue;
             }
-            self.waiting.entry(seq.entry).or_default().insert(seq.seq, first);
+            self.waiting.entry(seq.entry).or_default().insert(seq.seq, Some(head));
             self.waiting_lists += 1;
             touched.push(seq.entry);
         }
@@ -213,7 +216,7 @@ impl<B: Backend> Emitter<B> {
         // already passed, by the hold limit).
         for void in ctx.void_places().take_all() {
             if void.seq >= self.next_place[void.entry as usize] {
-                self.waiting.entry(void.entry).or_default().insert(void.seq, VOID);
+                self.waiting.entry(void.entry).or_default().insert(void.seq, None);
                 touched.push(void.entry);
             }
         }
@@ -236,14 +239,15 @@ impl<B: Backend> Emitter<B> {
         }
         while let Some(std::cmp::Reverse((_, entry, place, first))) = heads.pop() {
             let lists = self.waiting.get_mut(&entry).expect("a head is waiting");
-            lists.remove(&place);
+            let list = lists.remove(&place).expect("the head is waiting");
+            debug_assert_eq!(list.as_ref().map_or(VOID, ListHead::first), first);
             if lists.is_empty() {
                 self.waiting.remove(&entry);
             }
             self.next_place[entry as usize] = place + 1;
-            if first != VOID {
+            if let Some(head) = list {
                 self.waiting_lists -= 1;
-                let (chain, failure) = self.emit_list(ctx, first, report);
+                let (chain, failure) = self.emit_list(ctx, head, report);
                 if let Some(e) = failure {
                     fail(report, e);
                 }
@@ -373,15 +377,17 @@ impl<B: Backend> Emitter<B> {
     ) -> Option<std::cmp::Reverse<(u64, u32, u64, u32)>> {
         let lists = self.waiting.get(&entry)?;
         let next = self.next_place[entry as usize];
-        let (&place, &first) = match lists.get(&next) {
-            Some(first) => (&next, first),
+        let (&place, list) = match lists.get(&next) {
+            Some(list) => (&next, list),
             None if force => lists.first_key_value()?,
             None => return None,
         };
-        // Safety: the emitter owns every list in `waiting`. A void place goes first: it
-        // only unblocks its lane.
-        let id =
-            if first == VOID { 0 } else { ctx.pool().slot(first).record.with(|r| unsafe { (*r).list_id }) };
+        // The emitter owns every list in `waiting`. A void place goes first: it only unblocks
+        // its lane.
+        let (id, first) = match list {
+            Some(head) => (head.read(ctx.pool(), |r| r.list_id), head.first()),
+            None => (0, VOID),
+        };
         Some(std::cmp::Reverse((id, entry, place, first)))
     }
 
@@ -395,18 +401,17 @@ impl<B: Backend> Emitter<B> {
         &self.timeline
     }
 
-    /// Emits the list at `first` (a read list: its zones; a failed one: counted as dropped; a
+    /// Emits the list of `head` (a read list: its zones; a failed one: counted as dropped; a
     /// void one: nothing), clears its records, and returns its chain for release.
     fn emit_list(
         &mut self,
         ctx: &Inner<B>,
-        first: u32,
+        mut head: ListHead,
         report: &mut CollectReport,
     ) -> (Chain, Option<Error>) {
-        let head = ctx.pool().slot(first);
-        // Safety: the emitter owns every list it took from the read queue.
-        let mut record = head.record.with_mut(|r| unsafe { std::mem::take(&mut *r) });
-        let chain = Chain { first, last: record.list_last, len: record.list_len };
+        // The emitter owns every list it took from the read queue.
+        let mut record = head.write(ctx.pool(), std::mem::take);
+        let chain = Chain { first: head.first(), last: record.list_last, len: record.list_len };
         let mut failure = None;
         // Read lists were placed by their reader (one that could not failed its list).
         let placed = match record.list_kind {
@@ -575,11 +580,7 @@ fn discard_records<B: Backend>(ctx: &Inner<B>, head: &mut ListRecord) -> usize {
 fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Chain) {
     *release = Some(match release.take() {
         None => list,
-        Some(chain) => {
-            // Relaxed: published by the Release CAS of the push that releases the chain.
-            ctx.pool().slot(chain.last).link.store(list.first, Ordering::Relaxed);
-            Chain { first: chain.first, last: list.last, len: chain.len + list.len }
-        }
+        Some(chain) => chain.then(ctx.pool(), list),
     });
 }
 

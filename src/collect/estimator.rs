@@ -539,7 +539,7 @@ mod tests {
     /// The hull kept as points come and go is the hull built from the points left, for
     /// every history length (pseudo-random offsets, some on a line, some far above).
     #[test]
-    #[cfg_attr(miri, ignore = "millions of steps: arithmetic only, no unsafe or atomics")]
+    #[cfg_attr(miri, ignore = "millions of steps: arithmetic only, no raw pointer or atomic")]
     fn the_hull_after_the_oldest_points_leave_is_the_hull_of_the_points_left() {
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         let mut next = move || {

@@ -21,34 +21,8 @@ use crate::error::{Error, TimeError};
 use crate::shared::record::{EventRecord, ListKind};
 use crate::shared::{own_lane, Inner};
 use crate::sink::Zone;
-use crate::slots::submit::{SubmissionLinks, SubmissionQueue};
+use crate::slots::head::{HeadBatch, ListHead, ListStack, Piece};
 use crate::sync::{lock, Arc, AtomicU32, AtomicUsize, Mutex, Ordering};
-
-/// Lists being linked through `next_submitted` for one push onto a collector queue.
-#[derive(Default)]
-struct ListChain {
-    newest: Option<u32>,
-    oldest: u32,
-    len: usize,
-}
-
-impl ListChain {
-    fn add(&mut self, links: &impl SubmissionLinks, first: u32) {
-        match self.newest {
-            None => self.oldest = first,
-            // Relaxed: published by the Release CAS of `push_chain`.
-            Some(newest) => links.next_submitted(first).store(newest, Ordering::Relaxed),
-        }
-        self.newest = Some(first);
-        self.len += 1;
-    }
-
-    fn push_onto(self, queue: &SubmissionQueue, links: &impl SubmissionLinks) {
-        if let Some(newest) = self.newest {
-            queue.push_chain(links, newest, self.oldest);
-        }
-    }
-}
 
 /// What a read phase did.
 #[derive(Debug, Default)]
@@ -77,41 +51,9 @@ const PIECE_LISTS: usize = 4;
 /// time. Each piece is claimed once (`next`), so each list has one reader. The collector that
 /// took the lists claims pieces until none is left before it leaves its read phase: when no
 /// collector is reading, every batch is claimed and read (what a flush waits for).
-struct Batch {
-    /// (lane-table entry, place, first slot) of every list taken.
-    lists: Vec<(u32, u64, u32)>,
-    /// Where each piece starts in `lists`, then `lists.len()`.
-    starts: Vec<usize>,
-    /// The next piece to claim.
-    next: AtomicUsize,
-}
-
-impl Batch {
-    fn new(lists: Vec<(u32, u64, u32)>) -> Self {
-        let mut starts = Vec::new();
-        for (i, &(entry, _, _)) in lists.iter().enumerate() {
-            let start = starts.last().copied();
-            let same_lane = start.is_some_and(|s: usize| lists[s].0 == entry && i - s < PIECE_LISTS);
-            if !same_lane {
-                starts.push(i);
-            }
-        }
-        starts.push(lists.len());
-        Self { lists, starts, next: AtomicUsize::new(0) }
-    }
-
-    fn pieces(&self) -> usize {
-        self.starts.len() - 1
-    }
-
-    /// Claims the next piece, if one is left.
-    fn claim(&self) -> Option<&[(u32, u64, u32)]> {
-        // Relaxed: the batch's lists were published with it (the share's lock); the counter
-        // only makes each claim unique.
-        let piece = self.next.fetch_add(1, Ordering::Relaxed);
-        (piece < self.pieces()).then(|| &self.lists[self.starts[piece]..self.starts[piece + 1]])
-    }
-}
+///
+/// (Each piece is claimed once, by `HeadBatch::claim`: the hand-off of its lists' heads.)
+type Batch = HeadBatch;
 
 /// What the collectors in their read phase share: the timeline (the anchors they keep and
 /// place lists against), the batches being read, and where a contended read starts
@@ -188,14 +130,14 @@ pub(crate) fn read_phase<B: Backend>(
     if taken.is_empty() {
         return reader.keep_anchors(share);
     }
-    let mut keyed: Vec<(u32, u64, u32)> = taken
-        .iter()
-        .map(|&first| {
-            // Safety: the list was taken from a queue by this thread (one swap hands each
-            // list to exactly one taker), so this thread alone owns its records until it
-            // pushes the list on again or publishes it in a batch.
-            let seq = ctx.pool().slot(first).record.with(|r| unsafe { (*r).list_seq });
-            (seq.entry, seq.seq, first)
+    let mut keyed: Vec<(u32, u64, ListHead)> = taken
+        .into_iter()
+        .map(|head| {
+            // The list was taken from a queue by this thread (one swap hands each list to
+            // exactly one taker), so this thread alone owns its records until it pushes the
+            // list on again or publishes it in a batch.
+            let seq = head.read(ctx.pool(), |r| r.list_seq);
+            (seq.entry, seq.seq, head)
         })
         .collect();
     keyed.sort_unstable();
@@ -208,7 +150,7 @@ pub(crate) fn read_phase<B: Backend>(
         let split = keyed.partition_point(|&(entry, _, _)| entry < lanes[turn]);
         keyed.rotate_left(split);
     }
-    let batch = Arc::new(Batch::new(keyed));
+    let batch = Arc::new(Batch::new(keyed, PIECE_LISTS));
     // A flush reads alone; one piece is not worth sharing.
     let shared = !wait && batch.pieces() > 1;
     if shared {
@@ -258,55 +200,53 @@ impl<B: Backend> Reader<'_, B> {
     /// Reads the lists of one piece (one lane, in place order) up to the first incomplete
     /// one: the lane's later lists cannot have run yet, so they go to the retry queue unread.
     /// Read lists go to the read queue, for the emitter.
-    fn read_piece(&mut self, piece: &[(u32, u64, u32)]) {
+    fn read_piece(&mut self, piece: Piece<'_>) {
         let ctx = self.ctx;
-        let (mut read, mut retry) = (ListChain::default(), ListChain::default());
+        let (mut read, mut retry) = (ListStack::default(), ListStack::default());
         let mut blocked = false;
         // The lane of the list this thread submitted last is re-probed however contended the
         // read: as a thread that reads its own lists as soon as they are complete, it never
         // leaves one to bounce between other readers' limits (on the H200 at 16 threads the
         // CUDA bench went from 77-88% of the floor, with backpressure flushes, to 93-96%).
-        let own = piece.first().is_some_and(|&(entry, _, _)| own_lane() == entry);
-        for &(_, _, first) in piece {
+        let own = piece.group().is_some_and(|entry| own_lane() == entry);
+        // This reader claimed the piece (or took the lists): it owns their records.
+        for mut head in piece {
             if blocked {
-                retry.add(ctx.pool(), first);
+                retry.add(ctx.pool(), head);
                 continue;
             }
-            // Safety: this reader claimed the piece (or took the list): it owns the records.
-            let probed = ctx.pool().slot(first).record.with(|r| unsafe { (*r).list_probed });
+            let probed = head.read(ctx.pool(), |r| r.list_probed);
             if probed && !own {
                 if self.reprobes == 0 {
                     blocked = true;
-                    retry.add(ctx.pool(), first);
+                    retry.add(ctx.pool(), head);
                     continue;
                 }
                 self.reprobes -= 1;
             }
-            match read_list(ctx, self.anchors, first, self.wait, &mut self.times) {
-                Ok(true) => read.add(ctx.pool(), first),
+            match read_list(ctx, self.anchors, &mut head, self.wait, &mut self.times) {
+                Ok(true) => read.add(ctx.pool(), head),
                 Ok(false) => {
-                    // Safety: as above.
-                    ctx.pool().slot(first).record.with_mut(|r| unsafe { (*r).list_probed = true });
+                    head.write(ctx.pool(), |r| r.list_probed = true);
                     blocked = true;
-                    retry.add(ctx.pool(), first);
+                    retry.add(ctx.pool(), head);
                 }
                 Err(e) => {
-                    // Safety: as above.
-                    ctx.pool().slot(first).record.with_mut(|r| unsafe { (*r).list_kind = ListKind::Failed });
+                    head.write(ctx.pool(), |r| r.list_kind = ListKind::Failed);
                     self.outcome.errors += 1;
                     self.outcome.error.get_or_insert(e);
-                    read.add(ctx.pool(), first);
+                    read.add(ctx.pool(), head);
                 }
             }
         }
-        self.outcome.read += read.len;
-        self.outcome.retried += retry.len;
+        self.outcome.read += read.len();
+        self.outcome.retried += retry.len();
         read.push_onto(ctx.read(), ctx.pool());
         retry.push_onto(ctx.retry(), ctx.pool());
     }
 }
 
-/// Reads the times of the list at `first`, chaining each event from the one before, builds
+/// Reads the times of the list of `head`, chaining each event from the one before, builds
 /// its zones (times since the list's first event) into the head record, and gives the
 /// emptied buffer of its records back. `Ok(false)`: not complete yet (and `wait` is off).
 /// The records are read from the head's buffer, in order: no other slot's record is
@@ -316,38 +256,38 @@ impl<B: Backend> Reader<'_, B> {
 fn read_list<B: Backend>(
     ctx: &Inner<B>,
     anchors: &Anchors<B::Event>,
-    first: u32,
+    head: &mut ListHead,
     wait: bool,
     times: &mut Vec<i64>,
 ) -> Result<bool, Error> {
-    let head = ctx.pool().slot(first);
-    // Safety: the caller took this list from a queue: it owns the records. They are put back
-    // below (an unwinding backend is caught by `guarded`; only the list's records, never its
-    // slots, could be lost with an unwinding allocation).
-    let (mut events, list_id) =
-        head.record.with_mut(|r| unsafe { (std::mem::take(&mut (*r).events), (*r).list_id) });
+    // The caller took this list from a queue (it holds the head): it owns the records. They
+    // are put back below (an unwinding backend is caught by `guarded`; only the list's
+    // records, never its slots, could be lost with an unwinding allocation).
+    let (mut events, list_id) = head.write(ctx.pool(), |r| (std::mem::take(&mut r.events), r.list_id));
     // Placed here rather than by the emitter, which is one thread and must not wait on a
     // driver call: the read that places the list is shared like the others. A list that
     // cannot be placed fails like one whose times cannot be read.
     let read = read_times(ctx, list_id, &events, wait, times).and_then(|complete| {
-        Ok(if complete { Some(place(ctx.backend(), anchors, &head.event)?) } else { None })
+        Ok(if complete {
+            Some(place(ctx.backend(), anchors, &ctx.pool().slot(head.first()).event)?)
+        } else {
+            None
+        })
     });
     let placed = match read {
         Ok(Some(placed)) => placed,
         Ok(None) | Err(_) => {
-            // Safety: as above.
-            head.record.with_mut(|r| unsafe { (*r).events = events });
+            head.write(ctx.pool(), |r| r.events = events);
             return read.map(|_| false);
         }
     };
-    let zones = build_zones(ctx, list_id, &mut events, times);
+    let zones = build_zones(ctx, head, list_id, &mut events, times);
     ctx.record_buffers().give_back(events);
     let zones = zones?;
-    // Safety: as above.
-    head.record.with_mut(|r| unsafe {
-        (*r).list_kind = ListKind::Read;
-        (*r).zones = zones;
-        (*r).list_placed = Some(placed);
+    head.write(ctx.pool(), |r| {
+        r.list_kind = ListKind::Read;
+        r.zones = zones;
+        r.list_placed = Some(placed);
     });
     Ok(true)
 }
@@ -431,6 +371,7 @@ fn read_times<B: Backend>(
 /// ([`TimeError::EndsBeforeBegin`], the first one): all its zones are dropped and counted.
 fn build_zones<B: Backend>(
     ctx: &Inner<B>,
+    head: &ListHead,
     list_id: u64,
     events: &mut Vec<EventRecord>,
     times: &[i64],
@@ -460,9 +401,9 @@ fn build_zones<B: Backend>(
             }
         }
         if let Some(location) = record.begins.take().filter(|_| !record.begin_dropped) {
-            // Safety: the reader owns the list (taken from a queue), so the slot; the launch
-            // was written with the event, before submission.
-            let launch = record.launched.then(|| ctx.pool().slot(record.slot).launch.with(|l| unsafe { *l }));
+            // The reader owns the list (it holds the head), so the slot; the launch was
+            // written with the event, before submission.
+            let launch = record.launched.then(|| head.launch(ctx.pool(), record.slot));
             open.push(zones.len());
             zones.push(Zone {
                 location,

@@ -14,6 +14,7 @@ use crate::backend::{Backend, Lane};
 use crate::location::Verbosity;
 use crate::sink::{ContextInfo, FrameMark};
 use crate::slots::freelist::Chain;
+use crate::slots::head::ListHead;
 use crate::slots::pool::Pool;
 use crate::slots::submit::SubmissionQueue;
 use crate::slots::tally::Tally;
@@ -345,7 +346,7 @@ impl<B: Backend> Inner<B> {
     /// (`events`, in recording order) moved into its first slot's record.
     pub(crate) fn enqueue(
         &self,
-        used: Option<Chain>,
+        used: Option<(ListHead, Chain)>,
         events: Vec<EventRecord>,
         list_id: u64,
         home: Option<LaneSeq>,
@@ -353,16 +354,16 @@ impl<B: Backend> Inner<B> {
         frame: Option<u64>,
     ) {
         self.counters.recorded.add(LISTS_SUBMITTED, 1);
-        let (Some(used), Some(home), Some(first)) = (used, home, events.first()) else {
+        let (Some((mut head, used)), Some(home), Some(first)) = (used, home, events.first()) else {
             self.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
             return;
         };
         debug_assert_eq!((first.slot, events.len()), (used.first, used.len as usize));
         let lane = first.lane;
         self.record_buffers.note_len(used.len);
-        // Safety: the list's slots are still Owned by the submitting thread until the push
-        // below publishes them to the collector.
-        self.pool.slot(used.first).record.with_mut(|r| unsafe {
+        // The list's slots are still Owned by the submitting thread (it holds their head)
+        // until the push below publishes them to the collector.
+        head.write(&self.pool, |r| {
             *r = ListRecord {
                 events,
                 lane,
@@ -381,7 +382,7 @@ impl<B: Backend> Inner<B> {
         self.pool.mark_submitted(used.len);
         self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
         OWN_LANE.with(|c| c.set(home.entry));
-        self.queue.push(&self.pool, used.first);
+        self.queue.push(&self.pool, head);
         // Handed to the collector: the place is no longer held by a list being recorded.
         self.lanes.release(home);
     }

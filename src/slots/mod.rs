@@ -6,6 +6,7 @@
 //! except to create a page's events.
 
 pub mod freelist;
+pub(crate) mod head;
 pub mod magazine;
 pub(crate) mod pool;
 pub(crate) mod runs;

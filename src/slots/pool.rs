@@ -43,14 +43,16 @@ pub(crate) struct Slot<E, R> {
     pub(crate) next_submitted: AtomicU32,
     /// The backend event: created with the page, never changed, destroyed with the pool.
     pub(crate) event: E,
-    /// Written only by the slot's owner: the list (Owned) or the collector (Submitted). The
-    /// pool never reads it: what a record holds is the layer above's business (`R`).
-    pub(crate) record: UnsafeCell<R>,
+    /// Written only by the slot's owner: the list (Owned) or the collector (Submitted),
+    /// through a [`ListHead`](super::head::ListHead) (`head.rs`). The pool never reads it:
+    /// what a record holds is the layer above's business (`R`).
+    pub(super) record: UnsafeCell<R>,
     /// Where and when the host recorded the zone begun at this event, written by the slot's
     /// owner when it records the event, only while its context records launches
     /// (`launch.rs`): kept apart from the event's record so that a record written with
-    /// launches off is no longer.
-    pub(crate) launch: UnsafeCell<Launch>,
+    /// launches off is no longer. Reached through an [`OwnedSlot`](super::head::OwnedSlot)
+    /// or a [`ListHead`](super::head::ListHead) only (`head.rs`).
+    pub(super) launch: UnsafeCell<Launch>,
 }
 
 /// Holds the pool's `growing` flag; clears it when dropped, also during a panic.
@@ -129,8 +131,11 @@ pub(crate) struct Pool<E, R> {
 }
 
 // Safety: slots are shared between threads; every field is an atomic, the event (Send +
-// Sync by the `Backend` bound on `E` here), or the record cell, whose accesses are confined
-// to the slot's single owner by the state machine documented in docs/design.md.
+// Sync by the `Backend` bound on `E` here), or one of the `record` and `launch` cells. Those
+// are private to slots/ and touched only through the handles of `head.rs` (`ListHead`,
+// `OwnedSlot`), which only the hand-off points make and which are not `Clone`: whoever holds
+// a list's handle is its slots' one owner (the invariant, argued in `head.rs`'s module doc
+// and docs/design.md), so no two threads touch a cell at once.
 unsafe impl<E: Send + Sync, R: Send> Sync for Pool<E, R> {}
 // Safety: as above; the pool owns its pages.
 unsafe impl<E: Send + Sync, R: Send> Send for Pool<E, R> {}

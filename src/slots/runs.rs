@@ -18,7 +18,8 @@
 //! taken next.
 
 use super::freelist::{Chain, Links, Segment, NIL};
-use super::pool::{Pool, Slot};
+use super::head::{ListHead, OwnedSlot};
+use super::pool::Pool;
 use crate::sync::Ordering;
 
 /// A recording owner's slots: the used run (`first` linked through to `used_last`, `used`
@@ -34,7 +35,10 @@ use crate::sync::Ordering;
 ///   `Some`, what is left of that segment is `spare_first` through `front.last`, `front.len`
 ///   slots, and `spare_first`'s word is stale; while it is `None`, `spare_first` heads a
 ///   segment whose word holds (or the spare run is empty).
-#[derive(Debug, Clone, Copy)]
+///
+/// The list's handle on its slots: not `Clone`, so that one owner takes each slot
+/// ([`OwnedSlot`]) and hands the used run on once ([`ListHead`]).
+#[derive(Debug)]
 pub(crate) struct Runs {
     first: u32,
     used_last: u32,
@@ -92,7 +96,7 @@ impl Runs {
     /// found once for both the run and the owner. The owner then either
     /// [`commit`](Self::commit)s it or [`untake`](Self::untake)s it, before anything else.
     #[inline]
-    pub(crate) fn take<'p, E, R>(&mut self, pool: &'p Pool<E, R>) -> (u32, &'p Slot<E, R>) {
+    pub(crate) fn take<'p, E, R>(&mut self, pool: &'p Pool<E, R>) -> (u32, OwnedSlot<'p, E, R>) {
         debug_assert!(self.spare > 0);
         let index = self.spare_first;
         let slot = pool.slot(index);
@@ -109,7 +113,7 @@ impl Runs {
         }
         // The segment's last slot taken: `spare_first` (its link) heads the next segment.
         self.front = (front.len > 1).then_some(Segment { last: front.last, len: front.len - 1 });
-        (index, slot)
+        (index, OwnedSlot::new(slot))
     }
 
     /// Appends `index`, the slot [`take`](Self::take) just returned, to the used run, which
@@ -148,12 +152,16 @@ impl Runs {
         self.front = Some(Segment { last: index, len: 1 });
     }
 
-    /// The used run as a segmented chain (its open segment's word written), and the spare
-    /// run likewise (its first segment's word written), leaving both empty.
-    pub(crate) fn take_chains(&mut self, links: &(impl Links + ?Sized)) -> (Option<Chain>, Option<Chain>) {
+    /// The used run as a segmented chain (its open segment's word written), with the head
+    /// of the list it holds, which the owner hands on with it; and the spare run likewise
+    /// (its first segment's word written), leaving both empty.
+    pub(crate) fn take_chains(
+        &mut self,
+        links: &(impl Links + ?Sized),
+    ) -> (Option<(ListHead, Chain)>, Option<Chain>) {
         let used = (self.used > 0).then(|| {
             Segment { last: self.used_last, len: self.head_len }.write(links, self.head);
-            Chain { first: self.first, last: self.used_last, len: self.used }
+            (ListHead::new(self.first), Chain { first: self.first, last: self.used_last, len: self.used })
         });
         let spare = (self.spare > 0).then(|| {
             self.settle_front(links);
@@ -167,10 +175,10 @@ impl Runs {
     pub(crate) fn take_all(&mut self, links: &(impl Links + ?Sized)) -> Option<Chain> {
         match self.take_chains(links) {
             // Already linked: the used run's last slot links to the spare run's first.
-            (Some(used), Some(spare)) => {
+            (Some((_, used)), Some(spare)) => {
                 Some(Chain { first: used.first, last: spare.last, len: used.len + spare.len })
             }
-            (used, spare) => used.or(spare),
+            (used, spare) => used.map(|(_, used)| used).or(spare),
         }
     }
 
@@ -204,7 +212,7 @@ mod tests {
             let (index, _) = runs.take(links);
             runs.commit(links, index, segment);
         });
-        runs.take_chains(links).0.expect("not empty")
+        runs.take_chains(links).0.expect("not empty").1
     }
 
     #[test]
@@ -235,7 +243,7 @@ mod tests {
         assert_eq!((untaken, runs.used(), runs.spare()), (2, 2, 7));
         let (used, spare) = runs.take_chains(&links);
         assert_eq!(
-            (used, spare),
+            (used.map(|(_, used)| used), spare),
             (Some(Chain { first: 0, last: 1, len: 2 }), Some(Chain { first: 2, last: 11, len: 7 }))
         );
         assert_eq!(count_segmented(&links, 2, 7), 7, "[2] [3] [4] [8 9 10 11]");

@@ -15,6 +15,7 @@
 //! producer pushed, and then it simply retries with the new head.
 
 use super::freelist::NIL;
+use super::head::ListHead;
 use crate::sync::{AtomicU32, Ordering};
 use crossbeam_utils::CachePadded;
 
@@ -35,15 +36,16 @@ impl SubmissionQueue {
         Self { head: CachePadded::new(AtomicU32::new(NIL)) }
     }
 
-    /// Pushes the list whose first slot is `first`. Everything the producer wrote to the
+    /// Pushes the list of `head`, giving the head up. Everything the producer wrote to the
     /// list's slots before this call is visible to the consumer that takes it.
-    pub(crate) fn push(&self, links: &impl SubmissionLinks, first: u32) {
-        self.push_chain(links, first, first);
+    pub(crate) fn push(&self, links: &impl SubmissionLinks, head: ListHead) {
+        self.push_chain(links, head.first(), head.first());
     }
 
     /// Pushes several lists at once (one CAS): `first` is linked through `next_submitted` to
-    /// `last`, newest first, as `take_all` expects.
-    pub(crate) fn push_chain(&self, links: &impl SubmissionLinks, first: u32, last: u32) {
+    /// `last`, newest first, as `take_all` expects. The caller gave up their heads
+    /// ([`ListStack`](super::head::ListStack)).
+    pub(super) fn push_chain(&self, links: &impl SubmissionLinks, first: u32, last: u32) {
         // Relaxed: the value is only stored into our own slot's link.
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
@@ -58,14 +60,15 @@ impl SubmissionQueue {
         }
     }
 
-    /// Takes every submitted list, oldest first, appending their first slots to `out`.
-    pub(crate) fn take_all(&self, links: &impl SubmissionLinks, out: &mut Vec<u32>) {
+    /// Takes every submitted list, oldest first, appending their heads to `out`: the swap
+    /// hands each list to this caller alone, who owns it from here.
+    pub(crate) fn take_all(&self, links: &impl SubmissionLinks, out: &mut Vec<ListHead>) {
         // Acquire: pairs with every producer's Release CAS (each later push's CAS reads the
         // earlier one's value, so all of them form one release sequence we synchronize with).
         let mut index = self.head.swap(NIL, Ordering::Acquire);
         let start = out.len();
         while index != NIL {
-            out.push(index);
+            out.push(ListHead::new(index));
             index = links.next_submitted(index).load(Ordering::Relaxed);
         }
         out[start..].reverse();
@@ -94,16 +97,16 @@ mod tests {
         let links = Links((0..4).map(|_| AtomicU32::new(NIL)).collect());
         let q = SubmissionQueue::new();
         for i in [2, 0, 3] {
-            q.push(&links, i);
+            q.push(&links, ListHead::new(i));
         }
-        let mut out = vec![9];
+        let mut out = vec![ListHead::new(9)];
         q.take_all(&links, &mut out);
-        assert_eq!(out, vec![9, 2, 0, 3]);
+        assert_eq!(out.iter().map(ListHead::first).collect::<Vec<_>>(), vec![9, 2, 0, 3]);
         assert!(q.is_empty_now());
-        q.push(&links, 1);
+        q.push(&links, ListHead::new(1));
         out.clear();
         q.take_all(&links, &mut out);
-        assert_eq!(out, vec![1]);
+        assert_eq!(out.iter().map(ListHead::first).collect::<Vec<_>>(), vec![1]);
     }
 
     #[test]
@@ -116,7 +119,7 @@ mod tests {
         std::thread::scope(|s| {
             for t in 0..4 {
                 let (q, links) = (&q, &links);
-                s.spawn(move || (0..PER).for_each(|i| q.push(links, t * PER + i)));
+                s.spawn(move || (0..PER).for_each(|i| q.push(links, ListHead::new(t * PER + i))));
             }
             for _ in 0..50 {
                 q.take_all(&links, &mut taken);
@@ -125,7 +128,7 @@ mod tests {
         q.take_all(&links, &mut taken);
         assert_eq!(taken.len(), (4 * PER) as usize);
         for t in 0..4 {
-            let mine: Vec<u32> = taken.iter().copied().filter(|i| i / PER == t).collect();
+            let mine: Vec<u32> = taken.iter().map(ListHead::first).filter(|i| i / PER == t).collect();
             assert!(mine.windows(2).all(|w| w[0] < w[1]), "producer {t} out of order");
         }
     }

@@ -82,11 +82,12 @@ fn a_host_clock_that_panics_under_the_hold_limit_is_an_error_not_an_unwind() {
         location: crate::location!("held").into(),
         started_ns: ctx.backend().sim.host_now_ns(),
     };
-    // Place 0 held by a list still being recorded; the list at place 1 read and waiting.
+    // Place 0 held by a list still being recorded; place 1 waiting (a void stands for the
+    // read list there: only that something waits counts here).
     let (held, ()) = ctx.lanes().record_first(lane, || Ok::<_, ()>(()), || holder(1)).unwrap();
     let (later, ()) = ctx.lanes().record_first(lane, || Ok::<_, ()>(()), || holder(2)).unwrap();
     ctx.lanes().release(later);
-    emitter.waiting.entry(later.entry).or_default().insert(later.seq, 0);
+    emitter.waiting.entry(later.entry).or_default().insert(later.seq, None);
     ctx.backend().panics.store(1, Ordering::Relaxed);
     let released =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| emitter.release_held_lanes(&ctx)))

@@ -13,7 +13,7 @@ use crate::location::Location;
 use crate::record::RecordError;
 use crate::shared::config::BEGIN_SLOTS;
 use crate::shared::lanes::LaneSeq;
-use crate::shared::record::EventRecord;
+use crate::shared::record::{push_record, EventRecord};
 use crate::shared::Inner;
 use crate::slots::pool::AcquireError;
 
@@ -98,7 +98,7 @@ impl<B: Backend> EventList<B> {
         let begins = begin.is_some();
         let ctx = &*self.ctx;
         let (index, slot) = self.runs.take(ctx.pool());
-        match guarded(call, || record(ctx.backend(), &slot.event, mark(end, begins))) {
+        match guarded(call, || record(ctx.backend(), slot.event(), mark(end, begins))) {
             Ok(out) => {
                 let position = self.runs.used();
                 push_record(&mut self.records, index, lane, end, begin);
@@ -267,7 +267,7 @@ impl<B: Backend> EventList<B> {
         // the record call's host times are kept.
         let event = || {
             let begin = if launches { Some(host_now(ctx.backend())?) } else { None };
-            let out = guarded(call, || record(ctx.backend(), &slot.event, mark))?;
+            let out = guarded(call, || record(ctx.backend(), slot.event(), mark))?;
             let launch = match begin {
                 Some(begin) => Some(Launch::new(begin, host_now(ctx.backend())?, thread_number())),
                 None => None,
@@ -293,9 +293,9 @@ impl<B: Backend> EventList<B> {
         };
         let launched = launch.is_some();
         if let Some(launch) = launch {
-            // Safety: the slot is Owned by this list (taken from its reservation): no other
-            // thread reads or writes its launch until the list is submitted or dropped.
-            slot.launch.with_mut(|l| unsafe { *l = launch });
+            // The slot is Owned by this list (taken from its reservation): no other thread
+            // reads or writes its launch until the list is submitted or dropped.
+            slot.set_launch(launch);
         }
         if first && self.records.capacity() == 0 {
             self.records = ctx.record_buffers().take_for_list();
@@ -331,34 +331,6 @@ impl<B: Backend> EventList<B> {
             self.runs.append(ctx.pool(), chain);
         }
         Ok(())
-    }
-}
-
-/// Appends the record of a plain step's event (in `slot`, on `lane`, ending a zone or not,
-/// beginning one at `begins` or not), written field by field in place. `Vec::push` built the
-/// 40-byte record on the stack with 4- and 1-byte stores and copied it with 8- and 16-byte
-/// loads, which the CPU cannot forward from the smaller stores: a stall of some 12 cycles per
-/// event, the hottest instruction of `zone_next` on lavapipe (issue 27), and LLVM keeps the
-/// stack copy for a whole record written through `MaybeUninit::write` too.
-#[inline(always)]
-fn push_record(records: &mut Vec<EventRecord>, slot: u32, lane: Lane, ends: bool, begins: Option<Location>) {
-    if records.len() == records.capacity() {
-        records.reserve(1);
-    }
-    let len = records.len();
-    let record = records.spare_capacity_mut()[0].as_mut_ptr();
-    // Safety: `record` points at the buffer's first element past the initialized ones (there
-    // is room: reserved above); each field is written once through a raw pointer (no
-    // reference to the uninitialized element is made), and the element is counted as
-    // initialized only once every field is.
-    unsafe {
-        std::ptr::addr_of_mut!((*record).slot).write(slot);
-        std::ptr::addr_of_mut!((*record).ends).write(ends);
-        std::ptr::addr_of_mut!((*record).begin_dropped).write(false);
-        std::ptr::addr_of_mut!((*record).launched).write(false);
-        std::ptr::addr_of_mut!((*record).lane).write(lane);
-        std::ptr::addr_of_mut!((*record).begins).write(begins);
-        records.set_len(len + 1);
     }
 }
 
