@@ -369,7 +369,7 @@ static void *flusher(void *arg)
 }
 
 /* 1: t1 and t2 (the collect/collect hand-off: the fences, is_empty_now);
- * 2: t1 and the flush (MISSED, the entering RMW);
+ * 2: t1 and the flush (MISSED, the entering RMW; the flush's last round and the take-over);
  * 3: t2, gpu and the flush (the readers' count: Reading::drop, the flush's wait);
  * 0: all four. */
 int main(void)
