@@ -102,7 +102,7 @@ step "GenMC: the C11 model of the collect/flush hand-off (verify/handoff.c), RC1
 # genmc-build (the repository's parent's shared/tools) prints GenMC's path, building it if
 # missing (about 5 minutes; needs root for LLVM 19). verify/run.sh runs the model for the Rust
 # code's orderings (must pass), the negative controls (must fail) and each mutation-table row
-# (its verdict in docs/verification.md); about 30 s once GenMC is built.
+# (its verdict in docs/verification.md), liveness included; about 2 minutes once GenMC is built.
 # (This script has cd'd to the repository's root: its parent is "$(dirname "$0")/../..".)
 GENMC_BUILD="$(cd .. && pwd)/shared/tools/genmc-build"
 GENMC=""

@@ -7,10 +7,21 @@
  * the Acquire swap, `is_empty_now` = fetch_or(0, SeqCst)), the emitter's mutex (std's futex
  * mutex: try_lock = CAS Acquire, unlock = swap Release), the two SeqCst fences of
  * `emit_handed_off`, a list's completion (the backend's answer to `elapsed`).
- * What it leaves out: lanes and their order, the shared read batches, void places, sinks, and
- * the rounds and the last-round hand-over (`ROUNDS`, `handover`, `begin_round`,
- * `take_over_from_last_round`): the emitter here loops until it finds `read` empty, as before
- * issue 26 (GenMC explores every execution; the loop ends because there are 2 lists).
+ * The rounds and the last-round hand-over (`ROUNDS`, `handover` with `LAST_ROUND`, `begin_round`,
+ * `take_over_from_last_round`) are modelled, with ROUNDS = 2 (loom's value; the Rust code has
+ * 4 outside loom): a flush's own round and one more, so that with 2 lists a flush's last
+ * round and a collect racing it are reached.
+ * What it leaves out: lanes and their order, the shared read batches, void places (a caller
+ * hands over exactly when it read a list), sinks (so `HOLDING` is always 0 here).
+ *
+ * Every waiting loop (the emitter lock, the flush's wait for readers, its wait for
+ * completion, a caller's wait for a last round) is an await, written with GenMC's spinloop
+ * markers (`await_while`); verify/run.sh runs GenMC with --disable-spin-assume (so the
+ * `fetch_update` CAS loops, which always end, are explored as plain loops) and
+ * --check-liveness, so an execution in which an await never ends under a fair scheduler (it
+ * reads only the final values of what it reads, every other thread done or blocked) is a
+ * "Liveness violation". No other loop can run forever: a CAS loop fails only on a newer
+ * value, and the emitter's loop runs at most ROUNDS rounds.
  *
  * Each ordering the mutation table of docs/verification.md weakens is a macro (ORD_*), set
  * on the command line by verify/run.sh; the defaults are the Rust code's orderings.
@@ -32,7 +43,9 @@
  * Promises checked: list 0 is emitted once both calls returned; list 1 too if the flush
  * started after its submit (the flush waits for every list submitted before it); no list is
  * emitted twice (and `emitted` is a plain array under the emitter lock: GenMC reports a race
- * if two threads ever emit at once).
+ * if two threads ever emit at once); no await waits forever (--check-liveness: the flush's
+ * lock, its wait for readers in the FLUSH_WAIT_LOAD form only, see verify/run.sh, its wait
+ * for completion, and a caller's wait for a last round).
  */
 #include <assert.h>
 #include <genmc.h>
@@ -63,10 +76,37 @@
 #ifndef ORD_ENTER_LOAD /* read: fetch_update's load / failure ordering */
 #define ORD_ENTER_LOAD SC
 #endif
+#ifndef ROUNDS /* collect/mod.rs: ROUNDS (2 under loom, 4 otherwise) */
+#define ROUNDS 2
+#endif
 /* NO_FENCE_BEFORE_TRY_LOCK, NO_FENCE_AFTER_UNLOCK: remove emit_handed_off's fences.
  * EMPTY_LOAD=ord: is_empty_now as head.load(ord) instead of fetch_or(0, SeqCst).
  * NO_LOOK_AFTER_UNLOCK: the emitter never looks at `read` after unlocking (control a).
- * NO_MISSED_COLLECT: the flush does not collect once more for a MISSED caller. */
+ * NO_MISSED_COLLECT: the flush does not collect once more for a MISSED caller.
+ * Rounds: NO_TAKE_OVER: a caller never waits for a last round (the code before issue 26's
+ * hand-over, with the bound); SEEN_AFTER_TRY_LOCK: `handover` read after the failed try_lock;
+ * NO_BEGIN_ROUND_FENCE: begin_round without its fence; ORD_HANDOVER / ORD_SEEN: the orderings
+ * of begin_round's RMW and of the `seen` load (SeqCst in the Rust code).
+ * Liveness controls: NO_READING_DROP: a reader never leaves (Reading::drop skipped), so a flush
+ * waits for it forever; TAKE_OVER_NO_TRY_LOCK: a caller waiting for a last round only waits
+ * for another round to begin (or a flush), never taking the freed emitter itself. */
+#ifndef ORD_HANDOVER /* begin_round: handover.fetch_update(SeqCst, SeqCst, ...) */
+#define ORD_HANDOVER SC
+#endif
+#ifndef ORD_SEEN /* emit_handed_off: handover.load(SeqCst) (seen), and the take-over's loads */
+#define ORD_SEEN SC
+#endif
+
+/* GenMC's spinloop markers (its tests/correct/liveness): an await, the loop repeats while
+ * `cond` holds and each iteration has no side effect; a failed iteration blocks the
+ * execution, and --check-liveness reports one that would spin forever. */
+#define await_while(cond)                                                                     \
+	({                                                                                    \
+		int tmp_ = 0;                                                                 \
+		for (__VERIFIER_loop_begin(); __VERIFIER_spin_start(), tmp_ = (cond),        \
+					      __VERIFIER_spin_end(!tmp_), tmp_;)              \
+			;                                                                     \
+	})
 
 /* src/collect/mod.rs: the `state` word (bit positions as in the Rust code). */
 #define FLUSHING (1ull << 63)
@@ -74,6 +114,9 @@
 #define FLUSH_WAITER (1ull << 32)
 #define FLUSH_WAITERS (MISSED - FLUSH_WAITER)
 #define READERS (FLUSH_WAITER - 1)
+/* Collector::handover: LAST_ROUND and the count of rounds begun. */
+#define LAST_ROUND (1ull << 63)
+#define ROUND_COUNT (LAST_ROUND - 1)
 
 #define LISTS 2
 #ifndef SCENARIO
@@ -86,6 +129,7 @@ static _Atomic uint64_t retry; /* Inner::retry */
 static _Atomic uint64_t read_q; /* Inner::read */
 static _Atomic uint64_t state; /* Collector::state */
 static _Atomic int emitter; /* Collector::emitter, std::sync::Mutex (futex word) */
+static _Atomic uint64_t handover; /* Collector::handover */
 static _Atomic int done[LISTS]; /* the backend: list i's events complete */
 static _Atomic int sub1; /* t2 -> flush: list 1 was submitted */
 static int emitted[LISTS]; /* the sinks, under the emitter lock */
@@ -111,13 +155,8 @@ static bool try_lock(void)
 	int unlocked = 0;
 	return atomic_compare_exchange_strong_explicit(&emitter, &unlocked, 1, ACQ, RLX);
 }
-/* sync::lock: spins (the futex wait is a wait for the same CAS). */
-static void lock(void)
-{
-	int unlocked = 0;
-	while (!atomic_compare_exchange_strong_explicit(&emitter, &unlocked, 1, ACQ, RLX))
-		unlocked = 0;
-}
+/* sync::lock: an await for the same CAS (the futex wait is a wait for it). */
+static void lock(void) { await_while(!try_lock()); }
 /* MutexGuard::drop: swap(0, Release). */
 static void unlock(void) { atomic_exchange_explicit(&emitter, 0, REL); }
 
@@ -133,9 +172,8 @@ static int read_phase(bool wait)
 	for (int i = 0; i < LISTS; i++) {
 		if (!(taken & (1ull << i)))
 			continue;
-		if (wait)
-			while (!atomic_load_explicit(&done[i], RLX))
-				;
+		if (wait) /* an await: the flush waits for completion */
+			await_while(!atomic_load_explicit(&done[i], RLX));
 		if (atomic_load_explicit(&done[i], RLX))
 			rd |= 1ull << i;
 		else
@@ -145,7 +183,7 @@ static int read_phase(bool wait)
 		push(&read_q, rd); /* read.push_onto(&ctx.read) */
 	if (rt)
 		push(&retry, rt); /* retry.push_onto(&ctx.retry) */
-	return rd != 0;
+	return rd != 0; /* outcome.read > 0 */
 }
 
 /* emit.rs, Emitter::emit_phase: take `read`, emit each list (held: the emitter lock). */
@@ -162,8 +200,42 @@ static void emit_phase(void)
 /* Collector::flush_waiting: state.load(SeqCst) & FLUSH_WAITERS != 0. */
 static bool flush_waiting(void) { return (atomic_load_explicit(&state, SC) & FLUSH_WAITERS) != 0; }
 
-/* Collector::emit_handed_off, without rounds (see the header). */
-static bool emit_handed_off(void)
+/* Collector::begin_round: the SeqCst fetch_update of `handover` (count + 1, LAST_ROUND on the
+ * holder's last round), then fence(SeqCst). Called holding the emitter, before the take. */
+static void begin_round(bool last)
+{
+	uint64_t mark = last ? LAST_ROUND : 0;
+	uint64_t w = atomic_load_explicit(&handover, ORD_HANDOVER == SC ? SC : RLX);
+	while (!atomic_compare_exchange_strong_explicit(
+		&handover, &w, (((w & ROUND_COUNT) + 1) & ROUND_COUNT) | mark, ORD_HANDOVER,
+		ORD_HANDOVER == SC ? SC : RLX))
+		;
+#ifndef NO_BEGIN_ROUND_FENCE
+	fence_seq_cst();
+#endif
+}
+
+/* Collector::take_over_from_last_round: true = this caller now holds the emitter. Waits (an
+ * await) while the emitter is busy, no flush waits, and `handover` is still `seen`. */
+static bool take_over_from_last_round(uint64_t seen)
+{
+#ifdef NO_TAKE_OVER
+	return false;
+#endif
+	if (!(seen & LAST_ROUND)) /* HOLDING is 0: no sinks in the model */
+		return false;
+	bool got = false;
+#ifdef TAKE_OVER_NO_TRY_LOCK
+	await_while(!flush_waiting() && atomic_load_explicit(&handover, ORD_SEEN) == seen);
+#else
+	await_while(!(got = try_lock()) && !flush_waiting() &&
+		    atomic_load_explicit(&handover, ORD_SEEN) == seen);
+#endif
+	return got;
+}
+
+/* Collector::emit_handed_off(rounds, hand_over): at most ROUNDS rounds for one holder. */
+static bool emit_handed_off(int rounds, bool hand_over)
 {
 	bool emitted_any = false;
 	for (;;) {
@@ -172,11 +244,29 @@ static bool emit_handed_off(void)
 #endif
 		if (flush_waiting())
 			break;
-		if (!try_lock())
+		bool have_seen = rounds == 0 && hand_over;
+		uint64_t seen = 0;
+#ifndef SEEN_AFTER_TRY_LOCK
+		if (have_seen)
+			seen = atomic_load_explicit(&handover, ORD_SEEN);
+		if (!try_lock() && !(have_seen && take_over_from_last_round(seen)))
 			break;
+#else
+		if (!try_lock()) {
+			if (have_seen)
+				seen = atomic_load_explicit(&handover, ORD_SEEN);
+			if (!(have_seen && take_over_from_last_round(seen)))
+				break;
+		}
+#endif
+		rounds++;
+		bool last = rounds >= ROUNDS;
+		begin_round(last);
 		emit_phase();
 		emitted_any = true;
 		unlock(); /* drop(emitter) */
+		if (last)
+			break;
 #ifdef NO_LOOK_AFTER_UNLOCK
 		break;
 #endif
@@ -190,26 +280,30 @@ static bool emit_handed_off(void)
 }
 
 /* Collector::read: the entering fetch_update (a load, then CAS until it holds), then the
- * read phase, then Reading::drop. false: turned away by a flush (MISSED set). */
-static bool collector_read(void)
+ * read phase, then Reading::drop. -1: turned away by a flush (MISSED set); else whether it
+ * read a list (outcome.read > 0). */
+static int collector_read(void)
 {
 	uint64_t s = atomic_load_explicit(&state, ORD_ENTER_LOAD), next;
 	do {
 		next = (s & FLUSHING) ? (s | MISSED) : (s + 1);
 	} while (!atomic_compare_exchange_strong_explicit(&state, &s, next, ORD_ENTER, ORD_ENTER_LOAD));
 	if (s & FLUSHING)
-		return false;
-	read_phase(false);
+		return -1;
+	int read = read_phase(false);
+#ifndef NO_READING_DROP
 	atomic_fetch_sub_explicit(&state, 1, ORD_READING_DROP); /* Reading::drop */
-	return true;
+#endif
+	return read;
 }
 
 /* Collector::collect. */
 static void collect(void)
 {
-	if (!collector_read())
+	int read = collector_read();
+	if (read < 0)
 		return; /* Collected::Busy: the flush collects once more for it */
-	emit_handed_off();
+	emit_handed_off(0, read > 0); /* hand_over: it read lists */
 }
 
 /* Collector::flush. */
@@ -221,11 +315,16 @@ static void flush(void)
 	while (!atomic_compare_exchange_strong_explicit(&state, &s, (s - FLUSH_WAITER) | FLUSHING,
 							 ORD_FLUSH_START, SC))
 		;
-	/* Wait for the readers inside: the loop's last fetch_add(0), the one that finds no
-	 * reader (GenMC explores only executions where it does: an await). */
-	__VERIFIER_assume((atomic_fetch_add_explicit(&state, 0, ORD_FLUSH_WAIT) & READERS) == 0);
+	/* Wait for the readers inside: an await on fetch_add(0) (GenMC explores the executions
+	 * where the last one finds no reader; --check-liveness, one that never does). */
+#ifndef FLUSH_WAIT_LOAD
+	await_while((atomic_fetch_add_explicit(&state, 0, ORD_FLUSH_WAIT) & READERS) != 0);
+#else
+	await_while((atomic_load_explicit(&state, FLUSH_WAIT_LOAD) & READERS) != 0);
+#endif
 	read_phase(true);
-	emit_phase(); /* begin_round(false) is not modelled */
+	begin_round(false); /* this flush's first round (ROUNDS > 1: never the last) */
+	emit_phase();
 	/* Flushing::end */
 	bool missed = (atomic_fetch_and_explicit(&state, ~(FLUSHING | MISSED), SC) & MISSED) != 0;
 	unlock();
@@ -234,7 +333,7 @@ static void flush(void)
 		collect();
 	else
 #endif
-		emit_handed_off(); /* rounds = 1, hand_over = false */
+		emit_handed_off(1, false);
 }
 
 static void *t1(void *arg)
@@ -270,7 +369,7 @@ static void *flusher(void *arg)
 }
 
 /* 1: t1 and t2 (the collect/collect hand-off: the fences, is_empty_now);
- * 2: t1 and the flush (MISSED, the entering RMW);
+ * 2: t1 and the flush (MISSED, the entering RMW; the flush's last round and the take-over);
  * 3: t2, gpu and the flush (the readers' count: Reading::drop, the flush's wait);
  * 0: all four. */
 int main(void)

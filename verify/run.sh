@@ -2,6 +2,9 @@
 # Runs the C11 model of the collect/flush hand-off (verify/handoff.c) under GenMC, RC11 and
 # IMM, for the Rust code's orderings (must pass), the negative controls (must fail) and the
 # mutation table's rows of docs/verification.md (each must give the verdict written there).
+# Every run checks liveness too (--check-liveness on the model's awaits, --disable-spin-assume:
+# see handoff.c's header). Verdicts: pass; fail (an assertion or a race: a safety violation);
+# live (a liveness violation: an await that never ends); error (no verdict).
 #
 #   verify/run.sh GENMC_PATH [--report]
 #
@@ -12,7 +15,8 @@ GENMC="${1:?usage: verify/run.sh GENMC_PATH [--report]}"
 REPORT="${2:-}"
 cd "$(dirname "$0")"
 
-# name | expected (pass/fail) under rc11 | under imm | -D flags (the mutation's macros)
+# name | expected under rc11 | under imm | -D flags (the mutation's macros) | scenarios (default:
+# all three; a control that must fail may name only the scenario it fails in)
 VARIANTS=(
     "rust-code|pass|pass|"
     "control-a:no-look-after-unlock|fail|fail|-DNO_LOOK_AFTER_UNLOCK"
@@ -29,14 +33,26 @@ VARIANTS=(
     "row:empty-load-Relaxed|pass|pass|-DEMPTY_LOAD=RLX"
     "row:no-fence-after-unlock+empty-load-Relaxed|fail|fail|-DNO_FENCE_AFTER_UNLOCK -DEMPTY_LOAD=RLX"
     "row:no-fence-after-unlock+empty-load-SeqCst|fail|fail|-DNO_FENCE_AFTER_UNLOCK -DEMPTY_LOAD=SC"
-    "control:no-missed-collect|fail|fail|-DNO_MISSED_COLLECT"
+    "control:no-missed-collect|fail|fail|-DNO_MISSED_COLLECT|2"
+    # The rounds and the last-round hand-over (ROUNDS = 2 in the model).
+    "control-c:no-take-over|fail|fail|-DNO_TAKE_OVER|2"
+    "row:no-begin-round-fence|fail|fail|-DNO_BEGIN_ROUND_FENCE|2"
+    "row:handover-RMW+seen-Relaxed|pass|pass|-DORD_HANDOVER=RLX -DORD_SEEN=RLX"
+    "row:seen-after-try-lock|pass|pass|-DSEEN_AFTER_TRY_LOCK"
+    # Liveness. The flush's wait for readers is a fetch_add(0) loop, an RMW in each iteration,
+    # which GenMC 0.11's liveness check does not judge (the next-but-one line): the same wait as
+    # a load (FLUSH_WAIT_LOAD) is the form whose liveness is checked.
+    "rust-code:flush-wait-as-load|pass|pass|-DFLUSH_WAIT_LOAD=SC"
+    "control-live-a:reader-never-leaves|live|live|-DNO_READING_DROP -DFLUSH_WAIT_LOAD=SC|2 3"
+    "limit:reader-never-leaves,wait-as-RMW|pass|pass|-DNO_READING_DROP|2 3"
+    "control-live-b:take-over-never-try-locks|live|live|-DTAKE_OVER_NO_TRY_LOCK"
 )
-SCENARIOS=(1 2 3)
 
 unexpected=0
 printf '%-42s %-5s %-8s %-8s %s\n' variant model verdict expected "time (GenMC's, per scenario)"
 for variant in "${VARIANTS[@]}"; do
-    IFS='|' read -r name exp_rc11 exp_imm flags <<<"$variant"
+    IFS='|' read -r name exp_rc11 exp_imm flags scenarios <<<"$variant"
+    read -r -a SCENARIOS <<<"${scenarios:-1 2 3}"
     for model in rc11 imm; do
         expected="$exp_rc11"
         [ "$model" = imm ] && expected="$exp_imm"
@@ -46,6 +62,7 @@ for variant in "${VARIANTS[@]}"; do
         for scenario in "${SCENARIOS[@]}"; do
             # shellcheck disable=SC2086
             out="$(timeout 120 "$GENMC" --"$model" --disable-mm-detector --disable-estimation \
+                --disable-spin-assume --check-liveness \
                 --print-error-trace -- -DSCENARIO="$scenario" $flags handoff.c 2>&1)" || true
             t="$(grep -o 'Total wall-clock time: [0-9.]*s' <<<"$out" | awk '{print $4}')"
             times+=("s$scenario:${t:-?}")
@@ -55,6 +72,9 @@ for variant in "${VARIANTS[@]}"; do
                 # No verdict (compilation error, timeout): never counted as the expected fail.
                 verdict=error
                 [ -z "$failure" ] && failure="scenario $scenario: no verdict"$'\n'"$out"
+            elif grep -q 'Liveness violation' <<<"$out"; then
+                [ "$verdict" = error ] || [ "$verdict" = fail ] || verdict=live
+                [ -z "$failure" ] && failure="scenario $scenario: $(grep -m1 -E 'Liveness violation|Non-terminating' <<<"$out")"$'\n'"$out"
             else
                 [ "$verdict" = error ] || verdict=fail
                 [ -z "$failure" ] && failure="scenario $scenario: $(grep -m1 -E 'Error|Assertion|violation|race' <<<"$out" || echo 'no verdict (timeout?)')"$'\n'"$out"
@@ -70,7 +90,7 @@ for variant in "${VARIANTS[@]}"; do
                 printf '%s\n' "$failure" | grep -E 'Assertion violation|Error:|race' | sed 's/^/      /'
             fi
         elif [ -n "$REPORT" ] && [ -n "$failure" ]; then
-            printf '%s\n' "$failure" | grep -E '^scenario|Assertion violation' | sed 's/^/      /'
+            printf '%s\n' "$failure" | grep -E '^scenario|Assertion violation|Non-terminating' | sed 's/^/      /'
         fi
     done
 done
