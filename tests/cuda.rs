@@ -367,6 +367,12 @@ fn four_threads_record_on_four_streams_while_a_collector_runs() {
                         list.zone_end(stream).unwrap();
                         list.zone_end(stream).unwrap();
                         ctx.submit(list).unwrap();
+                        // Recording paced at one list per millisecond (about 40 ms in all),
+                        // longer than the stream's 5 ms head start plus a list's 1.6 ms of
+                        // kernels: lists complete, and are collected, while threads record.
+                        // Unpaced, recording outran the GPU on the H200 host and the
+                        // collector found no list complete before recording ended.
+                        std::thread::sleep(Duration::from_millis(1));
                     }
                 })
             })
