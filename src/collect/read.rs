@@ -269,7 +269,7 @@ fn read_list<B: Backend>(
     // cannot be placed fails like one whose times cannot be read.
     let read = read_times(ctx, list_id, &events, wait, times).and_then(|complete| {
         Ok(if complete {
-            Some(place(ctx.backend(), anchors, &ctx.pool().slot(head.first()).event)?)
+            Some(place(ctx.backend(), anchors, ctx.pool().event(head.first()))?)
         } else {
             None
         })
@@ -304,7 +304,7 @@ fn read_times<B: Backend>(
 ) -> Result<bool, Error> {
     let backend = ctx.backend();
     let step = |from: &EventRecord, to: &EventRecord| -> Result<Option<i64>, BackendError> {
-        let (from, to) = (&ctx.pool().slot(from.slot).event, &ctx.pool().slot(to.slot).event);
+        let (from, to) = (ctx.pool().event(from.slot), ctx.pool().event(to.slot));
         let elapsed = || guarded("elapsed", || backend.elapsed(from, to));
         match elapsed()? {
             Some(elapsed) => Ok(Some(elapsed.ns)),

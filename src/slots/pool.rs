@@ -35,14 +35,14 @@ use crossbeam_utils::CachePadded;
 #[derive(Debug)]
 pub(crate) struct Slot<E, R> {
     /// Freelist link while Free; next event of the same list while Owned or Submitted.
-    pub(crate) link: AtomicU32,
+    pub(super) link: AtomicU32,
     /// While the slot heads a segment of a free chain, or of a list's runs: the segment's
     /// last slot and length ([`Segment`](super::freelist::Segment)); stale otherwise.
-    pub(crate) segment: AtomicU64,
+    pub(super) segment: AtomicU64,
     /// On a submitted list's first slot: the first slot of the list submitted before it.
-    pub(crate) next_submitted: AtomicU32,
+    pub(super) next_submitted: AtomicU32,
     /// The backend event: created with the page, never changed, destroyed with the pool.
-    pub(crate) event: E,
+    pub(super) event: E,
     /// Written only by the slot's owner: the list (Owned) or the collector (Submitted),
     /// through a [`ListHead`](super::head::ListHead) (`head.rs`). The pool never reads it:
     /// what a record holds is the layer above's business (`R`).
@@ -263,9 +263,18 @@ impl<E, R> Pool<E, R> {
         Some(unsafe { &*page.add(offset) })
     }
 
-    /// The slot at `index`. The caller owns it (or is the collector), so its page is visible.
+    /// The backend event of the slot at `index`: created with its page and never changed,
+    /// so reading it needs no ownership, only that the slot exists (the caller owns it or
+    /// holds its list's [`ListHead`](super::head::ListHead), so its page is visible).
     #[inline]
-    pub(crate) fn slot(&self, index: u32) -> &Slot<E, R> {
+    pub(crate) fn event(&self, index: u32) -> &E {
+        &self.slot(index).event
+    }
+
+    /// The slot at `index`. The caller owns it (or is the collector), so its page is visible.
+    /// Private to slots/: its cells and links change only through the hand-off types.
+    #[inline]
+    pub(super) fn slot(&self, index: u32) -> &Slot<E, R> {
         match self.try_slot(index) {
             Some(slot) => slot,
             None => unreachable!("slot {index} is owned, so its page was published before it"),
