@@ -35,16 +35,20 @@
 //! `16`) and `BENCH_CUDA_IMPLS` (e.g. `floor,ours`) run a part of the table, to profile it. Results also go to
 //! `$BENCH_RESULTS_DIR/cuda.json` (see `benches/common/results.rs`).
 
+#[path = "common/counting.rs"]
+mod counting;
 #[path = "common/results.rs"]
 mod results;
 #[path = "common/seed_port.rs"]
 mod seed_port;
 
+use counting::{Calls, Counting};
 use cudarc::driver::CudaStream;
 use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, TimingEvent};
 use gpu_event_pool::{location, Backend, Collected, Config, TracingContext};
 use results::{Record, Results};
 use seed_port::{SeedContext, SEED_QUERY_CAPACITY};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -92,7 +96,7 @@ struct Run {
     read: Duration,
     zones: usize,
     events: usize,
-    /// Backpressure flushes (ours: `in_use` above half the pool).
+    /// Backpressure flushes (ours: `in_use` above `backpressure_slots()`).
     flushes: usize,
 }
 
@@ -151,13 +155,30 @@ fn on_threads<P, L: Send>(
     (run, leftovers)
 }
 
+/// The backends the floor can call: CUDA itself, or CUDA with its calls counted.
+trait CudaCalls: Backend<Event = TimingEvent, Stream = Arc<CudaStream>> {}
+impl<B: Backend<Event = TimingEvent, Stream = Arc<CudaStream>>> CudaCalls for B {}
+
 /// Reads the times of one floor list: one `cuEventElapsedTime` per event after the first.
-fn read_floor_list(cuda: &CudaBackend, list: &[TimingEvent]) -> f32 {
+fn read_floor_list(cuda: &impl CudaCalls, list: &[TimingEvent]) -> f32 {
     list[1..].iter().map(|e| cuda.elapsed_ms(&list[0], e).expect("elapsed").unwrap_or(0.0)).sum()
 }
 
-fn floor(cuda: &CudaBackend, threads: usize, lists: usize) -> Run {
-    let make_list = || (0..=ZONES_PER_LIST).map(|_| cuda.create_event().expect("event")).collect::<Vec<_>>();
+/// The floor on `cuda`'s streams, its driver calls made through `calls` (`cuda`, or `cuda`
+/// with its calls counted).
+fn floor(cuda: &CudaBackend, calls: &impl CudaCalls, threads: usize, lists: usize) -> Run {
+    floor_counted(cuda, calls, threads, lists, &AtomicUsize::new(0))
+}
+
+/// [`floor`], keeping in `unread` the events recorded and not read yet (all threads).
+fn floor_counted(
+    cuda: &CudaBackend,
+    calls: &impl CudaCalls,
+    threads: usize,
+    lists: usize,
+    unread: &AtomicUsize,
+) -> Run {
+    let make_list = || (0..=ZONES_PER_LIST).map(|_| calls.create_event().expect("event")).collect::<Vec<_>>();
     let (mut run, leftovers) = on_threads(
         cuda,
         threads,
@@ -166,11 +187,13 @@ fn floor(cuda: &CudaBackend, threads: usize, lists: usize) -> Run {
             let (mut read, mut sum) = (0, 0.0f32);
             for (i, list) in recorded.iter().enumerate() {
                 for event in list {
-                    cuda.record(event, stream).expect("record");
+                    calls.record(event, stream).expect("record");
                 }
+                unread.fetch_add(list.len(), Relaxed);
                 // Like a collector: read the lists the GPU has finished, never wait.
-                while read <= i && cuda.is_complete(&recorded[read][ZONES_PER_LIST]).expect("query") {
-                    sum += read_floor_list(cuda, &recorded[read]);
+                while read <= i && calls.is_complete(&recorded[read][ZONES_PER_LIST]).expect("query") {
+                    sum += read_floor_list(calls, &recorded[read]);
+                    unread.fetch_sub(recorded[read].len(), Relaxed);
                     read += 1;
                 }
             }
@@ -180,21 +203,36 @@ fn floor(cuda: &CudaBackend, threads: usize, lists: usize) -> Run {
     );
     let start = Instant::now();
     for (recorded, read) in &leftovers {
-        std::hint::black_box(recorded[*read..].iter().map(|list| read_floor_list(cuda, list)).sum::<f32>());
+        std::hint::black_box(recorded[*read..].iter().map(|list| read_floor_list(calls, list)).sum::<f32>());
     }
     run.read = start.elapsed();
     run
 }
 
-/// Above this many slots in use (half the default maximum capacity, which ours runs with), a
-/// recording thread flushes (waits) before going on: the backpressure a runtime applies when
-/// the GPU or the collector falls behind.
-const BACKPRESSURE_SLOTS: usize = 8 * 1024;
+/// Above this many slots in use (three quarters of the default maximum capacity, which ours
+/// runs with), a recording thread flushes (waits) before going on: the backpressure a runtime
+/// applies when the GPU or the collector falls behind. Above what the floor itself leaves
+/// unread at its peak: 10,725 events at 16 threads on the H200 (`driver_calls`, b5f6a98),
+/// where half the pool (8,192, the threshold before) is crossed by the GPU's own jitter, and
+/// one flush then starts a cascade (docs/benchmarks.md). `BENCH_CUDA_BACKPRESSURE` sets
+/// another threshold.
+const BACKPRESSURE_SLOTS: usize = 12 * 1024;
+
+/// [`BACKPRESSURE_SLOTS`], or `BENCH_CUDA_BACKPRESSURE`.
+fn backpressure_slots() -> usize {
+    static SLOTS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *SLOTS.get_or_init(|| {
+        std::env::var("BENCH_CUDA_BACKPRESSURE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(BACKPRESSURE_SLOTS)
+    })
+}
 
 /// Records one list of `ZONES_PER_LIST` zones (`zone_next`, or begin/end pairs), submits it
 /// and collects; flushes when more than `BACKPRESSURE_SLOTS` slots are in use. Returns
 /// whether it flushed.
-fn record_list(ctx: &TracingContext<CudaBackend>, stream: &Arc<CudaStream>, next: bool) -> bool {
+fn record_list(ctx: &TracingContext<impl CudaCalls>, stream: &Arc<CudaStream>, next: bool) -> bool {
     let mut list = ctx.list();
     if next {
         list.zone_begin(stream, location!("zone")).expect("begin");
@@ -210,17 +248,25 @@ fn record_list(ctx: &TracingContext<CudaBackend>, stream: &Arc<CudaStream>, next
     }
     ctx.submit(list).expect("submit");
     ctx.collect().expect("collect");
-    let flush = ctx.stats().in_use > BACKPRESSURE_SLOTS;
+    let flush = ctx.stats().in_use > backpressure_slots();
     if flush {
         ctx.flush().expect("flush");
     }
     flush
 }
 
-fn ours(ctx: &TracingContext<CudaBackend>, threads: usize, lists: usize, next: bool) -> Run {
+/// Ours on `cuda`'s streams, through `ctx` (whose backend is `cuda`, or `cuda` with its calls
+/// counted).
+fn ours(
+    cuda: &CudaBackend,
+    ctx: &TracingContext<impl CudaCalls>,
+    threads: usize,
+    lists: usize,
+    next: bool,
+) -> Run {
     let before = ctx.stats();
     let (mut run, flushes) = on_threads(
-        ctx.backend(),
+        cuda,
         threads,
         || (),
         |stream, ()| {
@@ -481,6 +527,104 @@ fn collect_per_event(
     (ours.as_nanos() as f64 / events as f64, seed.as_nanos() as f64 / events as f64)
 }
 
+/// Driver calls per zone, counted (one run each, apart from the timed table: the counters
+/// are shared atomics): the floor against ours (`zone_next`), at every thread count. Reads
+/// that found their events not finished yet are the calls a collector spends on lists the
+/// GPU has not reached, under the driver's one lock.
+fn driver_calls(cuda: &CudaBackend, lists: usize, out: &mut Results) {
+    println!(
+        "driver calls per zone: {:<10} {:>7} {:>8} {:>8} {:>10} {:>10} {:>8} {:>8} {:>12} {:>14} {:>14}",
+        "impl",
+        "threads",
+        "record",
+        "read",
+        "read n/r",
+        "query n/r",
+        "query",
+        "wait",
+        "all/zone",
+        "unread mean",
+        "unread max"
+    );
+    for threads in THREADS {
+        let floor_calls = Counting::new(cuda.clone());
+        let unread = AtomicUsize::new(0);
+        let (floor_run, floor_unread) =
+            sampled(|| unread.load(Relaxed), || floor_counted(cuda, &floor_calls, threads, lists, &unread));
+        let counted = Counting::new(cuda.clone());
+        let mut config = Config::default();
+        config.initial_capacity = 1024;
+        let ctx = TracingContext::builder(counted.clone()).config(config).build().expect("context");
+        let at_start = counted.calls();
+        let (ours_run, ours_unread) =
+            sampled(|| ctx.stats().in_use, || ours(cuda, &ctx, threads, lists, true));
+        let ours_calls = counted.calls();
+        let ours_calls = Calls {
+            records: ours_calls.records - at_start.records,
+            reads: ours_calls.reads - at_start.reads,
+            reads_not_ready: ours_calls.reads_not_ready - at_start.reads_not_ready,
+            queries_not_ready: ours_calls.queries_not_ready - at_start.queries_not_ready,
+            queries_ready: ours_calls.queries_ready - at_start.queries_ready,
+            waits: ours_calls.waits - at_start.waits,
+        };
+        let ours_emitter_ns = ctx.stats().emitter_ns as f64 / ours_run.zones as f64;
+        println!(
+            "driver calls per zone: ours at {threads} threads: {} flushes, emitter {ours_emitter_ns:.0} ns/zone",
+            ours_run.flushes
+        );
+        for (name, calls, run, (mean, max)) in [
+            ("floor", floor_calls.calls(), floor_run, floor_unread),
+            ("ours", ours_calls, ours_run, ours_unread),
+        ] {
+            let per_zone = |n: u64| n as f64 / run.zones as f64;
+            println!(
+                "driver calls per zone: {name:<10} {threads:>7} {:>8.3} {:>8.3} {:>10.3} {:>10.3} {:>8.3} {:>8.3} {:>12.3} {mean:>14.0} {max:>14}",
+                per_zone(calls.records),
+                per_zone(calls.reads),
+                per_zone(calls.reads_not_ready),
+                per_zone(calls.queries_not_ready),
+                per_zone(calls.queries_ready),
+                per_zone(calls.waits),
+                per_zone(calls.total()),
+            );
+            out.push(Record {
+                group: "cuda_driver_calls".to_owned(),
+                implementation: name.to_owned(),
+                mode: "calls per zone".to_owned(),
+                threads,
+                ns_per_op: Some(per_zone(calls.total())),
+                zones_per_sec: Some(run.zones_per_sec()),
+                samples: Some(run.zones as u64),
+                note: format!(
+                    "{calls:?}; flushes {}; events recorded and not read (floor), slots in use (ours: owned + submitted, what the backpressure rule reads), mean {mean:.0}, max {max}",
+                    run.flushes
+                ),
+                ..Record::default()
+            });
+        }
+    }
+}
+
+/// Runs `work` while another thread samples `value` every 200 µs; returns what `work`
+/// returned and the mean and maximum of the samples.
+fn sampled<T>(value: impl Fn() -> usize + Sync, work: impl FnOnce() -> T) -> (T, (f64, usize)) {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let (mut sum, mut n, mut max) = (0usize, 0usize, 0usize);
+            while !done.load(Relaxed) {
+                let v = value();
+                (sum, n, max) = (sum + v, n + 1, max.max(v));
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            (sum as f64 / n.max(1) as f64, max)
+        });
+        let out = work();
+        done.store(true, Relaxed);
+        (out, sampler.join().expect("sampler"))
+    })
+}
+
 fn main() {
     let cuda = match CudaBackend::new(0) {
         Ok(cuda) => cuda,
@@ -537,9 +681,9 @@ fn main() {
                 .filter(|i| only("BENCH_CUDA_IMPLS", i.name()))
         {
             let run_once = |n: usize| match implementation {
-                Implementation::Floor => floor(&cuda, threads, n),
-                Implementation::OursNext => ours(&ctx, threads, n, true),
-                Implementation::OursPairs => ours(&ctx, threads, n, false),
+                Implementation::Floor => floor(&cuda, &cuda, threads, n),
+                Implementation::OursNext => ours(&cuda, &ctx, threads, n, true),
+                Implementation::OursPairs => ours(&cuda, &ctx, threads, n, false),
                 Implementation::Seed => seed(&seed_ctx, threads, n),
             };
             run_once(lists / 10 + 1);
@@ -603,6 +747,7 @@ fn main() {
         // A part of the table, for a profile: nothing else.
         return;
     }
+    driver_calls(&cuda, lists, &mut out);
     let (floor_ns, ours_ns, pairs_ns, seed_ns) = (
         single[&Implementation::Floor],
         single[&Implementation::OursNext],
