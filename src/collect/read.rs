@@ -268,11 +268,7 @@ fn read_list<B: Backend>(
     // driver call: the read that places the list is shared like the others. A list that
     // cannot be placed fails like one whose times cannot be read.
     let read = read_times(ctx, list_id, &events, wait, times).and_then(|complete| {
-        Ok(if complete {
-            Some(place(ctx.backend(), anchors, ctx.pool().event(head.first()))?)
-        } else {
-            None
-        })
+        Ok(if complete { Some(place(ctx.backend(), anchors, ctx.pool().event(head.first()))?) } else { None })
     });
     let placed = match read {
         Ok(Some(placed)) => placed,
