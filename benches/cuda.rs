@@ -32,7 +32,7 @@
 //!
 //! Without a CUDA device it prints `SKIPPED: no CUDA device (...)` and exits successfully.
 //! `BENCH_CUDA_LISTS` sets the lists per thread (default 300); `BENCH_CUDA_THREADS` (e.g.
-//! `16`) and `BENCH_CUDA_IMPLS` (e.g. `floor,ours`) run a part of the table, to profile it. Results also go to
+//! `16`) and `BENCH_CUDA_IMPLS` (e.g. `floor,ours`, or `ours_next` for one mode of ours) run a part of the table, to profile it. Results also go to
 //! `$BENCH_RESULTS_DIR/cuda.json` (see `benches/common/results.rs`).
 
 #[path = "common/counting.rs"]
@@ -72,6 +72,15 @@ impl Implementation {
             Self::Floor => "floor",
             Self::OursNext | Self::OursPairs => "ours",
             Self::Seed => "seed_port",
+        }
+    }
+
+    /// The name that picks this one alone in `BENCH_CUDA_IMPLS`.
+    fn key(self) -> &'static str {
+        match self {
+            Self::OursNext => "ours_next",
+            Self::OursPairs => "ours_pairs",
+            other => other.name(),
         }
     }
 
@@ -159,8 +168,14 @@ fn on_threads<P, L: Send>(
 trait CudaCalls: Backend<Event = TimingEvent, Stream = Arc<CudaStream>> {}
 impl<B: Backend<Event = TimingEvent, Stream = Arc<CudaStream>>> CudaCalls for B {}
 
-/// Reads the times of one floor list: one `cuEventElapsedTime` per event after the first.
+/// Reads the times of one floor list: one `cuEventElapsedTime` per event after the first,
+/// from the first (or, with `BENCH_CUDA_FLOOR_STEPS=1`, from the event before, as ours reads:
+/// a diagnostic of what the pair read costs the driver).
 fn read_floor_list(cuda: &impl CudaCalls, list: &[TimingEvent]) -> f32 {
+    static STEPS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *STEPS.get_or_init(|| std::env::var("BENCH_CUDA_FLOOR_STEPS").is_ok_and(|v| v == "1")) {
+        return list.windows(2).map(|w| cuda.elapsed_ms(&w[0], &w[1]).expect("elapsed").unwrap_or(0.0)).sum();
+    }
     list[1..].iter().map(|e| cuda.elapsed_ms(&list[0], e).expect("elapsed").unwrap_or(0.0)).sum()
 }
 
@@ -671,14 +686,15 @@ fn main() {
         "impl", "mode", "threads", "host ns/zone", "e2e zones/s", "GPU wait ms", "events/zone", "flushes"
     );
     let mut single = std::collections::HashMap::new();
-    // `BENCH_CUDA_THREADS` and `BENCH_CUDA_IMPLS` (names as printed: floor, ours, seed_port)
+    // `BENCH_CUDA_THREADS` and `BENCH_CUDA_IMPLS` (names as printed: floor, ours, seed_port;
+    // or ours_next, ours_pairs for one of ours's modes)
     // run a part, to profile it.
     let only = |var: &str, name: &str| std::env::var(var).map_or(true, |v| v.split(',').any(|x| x == name));
     for &threads in THREADS.iter().filter(|t| only("BENCH_CUDA_THREADS", &t.to_string())) {
         for implementation in
             [Implementation::Floor, Implementation::OursNext, Implementation::OursPairs, Implementation::Seed]
                 .into_iter()
-                .filter(|i| only("BENCH_CUDA_IMPLS", i.name()))
+                .filter(|i| only("BENCH_CUDA_IMPLS", i.name()) || only("BENCH_CUDA_IMPLS", i.key()))
         {
             let run_once = |n: usize| match implementation {
                 Implementation::Floor => floor(&cuda, &cuda, threads, n),
