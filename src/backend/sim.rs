@@ -28,7 +28,6 @@
 
 use super::Backend;
 use super::BackendError;
-use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -44,9 +43,6 @@ enum Clock {
     Realtime(Instant),
 }
 
-/// The device. What every recorder reads (the clock, the injection counters) is kept off the
-/// cache line that launches write (`busy_until`): recorders on several cores would otherwise
-/// pull that line back and forth on every record.
 #[derive(Debug)]
 struct Gpu {
     clock: Clock,
@@ -57,9 +53,8 @@ struct Gpu {
     record_failures: AtomicU32,
     elapsed_failures: AtomicU32,
     elapsed_panics: AtomicU32,
-    /// When the work queued on any stream finishes (the GPU is busy until then). On a line
-    /// of its own: every launch may raise it.
-    busy_until: CachePadded<AtomicI64>,
+    /// When the work queued on any stream finishes (the GPU is busy until then).
+    busy_until: AtomicI64,
     /// How late a busy GPU stamps an event recorded on an idle stream (`set_late_records`).
     late_ns: AtomicI64,
 }
@@ -74,9 +69,7 @@ pub struct SimBackend {
 #[derive(Debug, Clone)]
 pub struct SimStream {
     id: u64,
-    /// On a line of its own: streams of different threads are made one after another and
-    /// would otherwise share lines.
-    busy_until: Arc<CachePadded<AtomicI64>>,
+    busy_until: Arc<AtomicI64>,
 }
 
 /// A simulated timing event: the time it was (last) stamped.
@@ -85,10 +78,7 @@ pub struct SimEvent {
     state: Arc<EventState>,
 }
 
-/// Aligned to a cache line: the pool makes events one after another, and a record writes its
-/// event's state, so two events of different recording threads must not share a line.
 #[derive(Debug)]
-#[repr(align(64))]
 struct EventState {
     stamp: AtomicI64,
     /// Bumped whenever the event is recorded or added to a graph: a graph node stamps the
@@ -134,7 +124,7 @@ impl SimBackend {
                 record_failures: AtomicU32::new(0),
                 elapsed_failures: AtomicU32::new(0),
                 elapsed_panics: AtomicU32::new(0),
-                busy_until: CachePadded::new(AtomicI64::new(0)),
+                busy_until: AtomicI64::new(0),
                 late_ns: AtomicI64::new(0),
             }),
         }
@@ -183,7 +173,7 @@ impl SimBackend {
     pub fn stream(&self) -> SimStream {
         SimStream {
             id: self.gpu.next_id.fetch_add(1, Ordering::Relaxed),
-            busy_until: Arc::new(CachePadded::new(AtomicI64::new(0))),
+            busy_until: Arc::new(AtomicI64::new(0)),
         }
     }
 
@@ -202,11 +192,7 @@ impl SimBackend {
         let start = stream.busy_until.fetch_max(now, Ordering::AcqRel).max(now);
         stream.busy_until.fetch_add(duration_ns.max(0), Ordering::AcqRel);
         let end = start + duration_ns.max(0);
-        // Written only when it rises (the same maximum as an unconditional `fetch_max`, without
-        // taking the shared line for writing when another stream is busy longer).
-        if self.gpu.busy_until.load(Ordering::Acquire) < end {
-            self.gpu.busy_until.fetch_max(end, Ordering::AcqRel);
-        }
+        self.gpu.busy_until.fetch_max(end, Ordering::AcqRel);
         end
     }
 
