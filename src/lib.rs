@@ -99,6 +99,11 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/watch.md")]
 pub struct WatchGuideDoctests;
 
+/// The CUPTI guide's example, compiled as a doctest.
+#[cfg(all(doctest, feature = "cupti"))]
+#[doc = include_str!("../docs/cupti.md")]
+pub struct CuptiGuideDoctests;
+
 /// The Vulkan guide's example, compiled as a doctest.
 #[cfg(all(doctest, feature = "vulkan"))]
 #[doc = include_str!("../docs/vulkan.md")]
