@@ -373,3 +373,31 @@ unsafe extern "C" fn buffer_completed(
         shared.pool.complete(buffer, valid_bytes);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::CUptiResult as R;
+
+    fn error(result: R) -> CuptiError {
+        CuptiError::from_result("cuptiActivityEnable", cupti::CuptiError(result))
+    }
+
+    #[test]
+    fn cupti_results_name_their_cause() {
+        let call = "cuptiActivityEnable";
+        assert_eq!(
+            error(R::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED),
+            CuptiError::OtherSubscriber { call }
+        );
+        assert_eq!(error(R::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES), CuptiError::NotPermitted { call });
+        assert_eq!(
+            error(R::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES),
+            CuptiError::NotPermitted { call }
+        );
+        assert_eq!(
+            error(R::CUPTI_ERROR_NOT_INITIALIZED).to_string(),
+            "cuptiActivityEnable failed: CUPTI_ERROR_NOT_INITIALIZED"
+        );
+    }
+}
