@@ -99,11 +99,19 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/watch.md")]
 pub struct WatchGuideDoctests;
 
+/// The CUPTI guide's example, compiled as a doctest.
+#[cfg(all(doctest, feature = "cupti"))]
+#[doc = include_str!("../docs/cupti.md")]
+pub struct CuptiGuideDoctests;
+
 /// The Vulkan guide's example, compiled as a doctest.
 #[cfg(all(doctest, feature = "vulkan"))]
 #[doc = include_str!("../docs/vulkan.md")]
 pub struct VulkanGuideDoctests;
 
+#[cfg(feature = "cupti")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cupti")))]
+pub use backend::cupti::{ActivityKind, ActivityRecord, ActivityTracer, CuptiError, Losses, TracerConfig};
 pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]

@@ -7,11 +7,15 @@
 //!
 //! - [`sim`]: a simulated GPU (the default, no GPU needed).
 //! - `cuda`: CUDA through `cudarc` (feature `cuda`).
+//! - `cupti`: CUPTI activity records of kernels, copies and memsets (feature `cupti`).
 //! - `vulkan`: Vulkan timestamp queries through `ash` (feature `vulkan`).
 
 #[cfg(feature = "cuda")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub mod cuda;
+#[cfg(feature = "cupti")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cupti")))]
+pub mod cupti;
 pub mod sim;
 #[cfg(feature = "vulkan")]
 #[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]

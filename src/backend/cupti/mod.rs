@@ -1,0 +1,403 @@
+//! CUPTI activity records: what ran on the GPU (kernels, copies, memsets), when, on which
+//! stream, read from CUPTI's activity API (docs/cupti.md, docs/design.md "CUPTI activity
+//! path").
+//!
+//! An [`ActivityTracer`] enables the activity kinds and hands CUPTI buffers from a bounded
+//! pool made at [`ActivityTracer::start`]; CUPTI fills them and gives them back through its
+//! completed callback; [`ActivityTracer::drain`] reads them into [`ActivityRecord`]s and
+//! returns them to the pool. When no buffer is free CUPTI gets none and drops records: both
+//! counts are in [`ActivityTracer::losses`]. libcupti is opened at run time (cudarc's
+//! dynamic loading); without it `start` fails with [`CuptiError::LibraryNotFound`].
+//!
+//! This module never touches the pool, the collector or the sinks: its records are not zones
+//! yet.
+//!
+//! ```no_run
+//! use gpu_event_pool::backend::cupti::{ActivityTracer, TracerConfig};
+//!
+//! let tracer = ActivityTracer::start(TracerConfig::default())?;
+//! // ... launch work ...
+//! tracer.flush()?;
+//! tracer.drain(|record| println!("{:?} {} ns", record.name, record.end_ns - record.start_ns));
+//! # Ok::<(), gpu_event_pool::backend::cupti::CuptiError>(())
+//! ```
+
+mod buffers;
+mod record;
+
+pub use record::{ActivityKind, ActivityRecord};
+
+use buffers::BufferPool;
+use cudarc::cupti::result::{self as cupti, activity};
+use cudarc::cupti::sys;
+use cudarc::driver::CudaStream;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+/// Why CUPTI could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CuptiError {
+    /// libcupti could not be opened under any name cudarc looks for.
+    #[error("libcupti could not be opened (tried {tried}); put its directory on LD_LIBRARY_PATH")]
+    LibraryNotFound {
+        /// The names tried, comma-separated.
+        tried: String,
+    },
+    /// Another CUPTI client (a profiler such as Nsight Systems, or another library) holds
+    /// CUPTI: `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`.
+    #[error("{call}: another CUPTI subscriber (a profiler?) is attached to this process")]
+    OtherSubscriber {
+        /// The call that reported it.
+        call: &'static str,
+    },
+    /// The process may not profile the GPU: `CUPTI_ERROR_INSUFFICIENT_PRIVILEGES` (the
+    /// driver's `NVreg_RestrictProfilingToAdminUsers`, or a virtualized device).
+    #[error("{call}: not permitted to profile this GPU (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES)")]
+    NotPermitted {
+        /// The call that reported it.
+        call: &'static str,
+    },
+    /// An [`ActivityTracer`] is already running in this process: CUPTI's activity callbacks
+    /// are process-wide, so there is one at a time.
+    #[error("an ActivityTracer is already running in this process (one at a time)")]
+    AlreadyStarted,
+    /// A [`TracerConfig`] the pool cannot be made from.
+    #[error("invalid TracerConfig: {0}")]
+    Config(&'static str),
+    /// Any other failure, with the CUPTI call and its `CUptiResult` name.
+    #[error("{call} failed: {code}")]
+    Call {
+        /// The CUPTI call.
+        call: &'static str,
+        /// The `CUptiResult` variant's name.
+        code: String,
+    },
+}
+
+impl CuptiError {
+    fn from_result(call: &'static str, error: cupti::CuptiError) -> Self {
+        use sys::CUptiResult as R;
+        match error.0 {
+            R::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => Self::OtherSubscriber { call },
+            R::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+            | R::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES => Self::NotPermitted { call },
+            // The variant's name, through the enum's own `Debug` (cudarc's error `Debug` asks
+            // libcupti for a string and unwraps it).
+            code => Self::Call { call, code: format!("{code:?}") },
+        }
+    }
+}
+
+/// `map_err` for a CUPTI call.
+fn call(name: &'static str) -> impl FnOnce(cupti::CuptiError) -> CuptiError {
+    move |e| CuptiError::from_result(name, e)
+}
+
+/// The bounded buffer pool of an [`ActivityTracer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TracerConfig {
+    /// Bytes per buffer. Default 8 MiB (CUPTI's samples' size).
+    pub buffer_size: usize,
+    /// Buffers, all allocated at `start`. Default 4.
+    pub buffer_count: usize,
+}
+
+impl Default for TracerConfig {
+    fn default() -> Self {
+        Self { buffer_size: 8 << 20, buffer_count: 4 }
+    }
+}
+
+/// Records lost so far, by cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Losses {
+    /// Buffer requests answered with no buffer (all were in CUPTI's hands or waiting for a
+    /// drain).
+    pub buffers_refused: u64,
+    /// Records CUPTI dropped for want of buffer space, summed over the buffers it completed
+    /// (`cuptiActivityGetNumDroppedRecords` for each buffer's context and stream).
+    pub records_dropped: u64,
+}
+
+/// What the callbacks reach: the pool and the drop count.
+#[derive(Debug)]
+struct Shared {
+    pool: BufferPool,
+    dropped: AtomicU64,
+}
+
+/// The running tracer's `Shared`, null when none runs. CUPTI's callbacks carry no user
+/// pointer, so this is how they find it.
+static ACTIVE: AtomicPtr<Shared> = AtomicPtr::new(std::ptr::null_mut());
+/// Callbacks between reading `ACTIVE` and done with what it pointed to: `Drop` waits for 0
+/// after clearing `ACTIVE` before freeing.
+static IN_CALLBACK: AtomicUsize = AtomicUsize::new(0);
+/// Set from `start` until the tracer is dropped (or `start` fails).
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// The activity kinds a tracer enables.
+const KINDS: [sys::CUpti_ActivityKind; 4] = [
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+    // Without it CUPTI keeps pushed external ids to itself.
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+];
+
+/// `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`: flush buffers that are not full too.
+const FLUSH_FORCED: u32 = 1;
+
+/// CUPTI activity tracing for the whole process, one at a time (module doc).
+#[derive(Debug)]
+pub struct ActivityTracer {
+    shared: *mut Shared,
+    subscriber: sys::CUpti_SubscriberHandle,
+}
+
+// Safety: `shared` is only read through `&Shared` (its fields are atomics and lock-free
+// queues), and the subscriber handle is an opaque value CUPTI accepts from any thread.
+unsafe impl Send for ActivityTracer {}
+// Safety: as for `Send`; `&self` methods touch only `Shared`'s atomics and queues.
+unsafe impl Sync for ActivityTracer {}
+
+/// Clears `STARTED` unless disarmed: `start`'s early returns leave no tracer behind.
+struct StartedGuard(bool);
+
+impl Drop for StartedGuard {
+    fn drop(&mut self) {
+        if self.0 {
+            STARTED.store(false, Ordering::Release);
+        }
+    }
+}
+
+impl ActivityTracer {
+    /// Opens libcupti, subscribes, allocates the buffer pool, registers the buffer callbacks
+    /// and enables kernel, memcpy, memset and external-correlation records.
+    pub fn start(config: TracerConfig) -> Result<Self, CuptiError> {
+        if STARTED.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return Err(CuptiError::AlreadyStarted);
+        }
+        let mut started = StartedGuard(true);
+        library_present()?;
+        let pool = BufferPool::new(config.buffer_size, config.buffer_count)
+            .ok_or(CuptiError::Config("buffer_size and buffer_count must be non-zero and allocatable"))?;
+        let mut subscriber = std::ptr::null_mut();
+        // Safety: `subscriber` is a valid out-pointer; no callback, so no user data is read.
+        unsafe { cupti::subscribe(&mut subscriber, None, std::ptr::null_mut()) }
+            .map_err(call("cuptiSubscribe"))?;
+        let shared = Box::into_raw(Box::new(Shared { pool, dropped: AtomicU64::new(0) }));
+        ACTIVE.store(shared, Ordering::SeqCst);
+        let tracer = Self { shared, subscriber };
+        // From here `tracer`'s drop undoes whatever was done, `STARTED` included.
+        started.0 = false;
+        activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
+            .map_err(call("cuptiActivityRegisterCallbacks"))?;
+        for kind in KINDS {
+            activity::enable(kind).map_err(call("cuptiActivityEnable"))?;
+        }
+        Ok(tracer)
+    }
+
+    fn shared(&self) -> &Shared {
+        // Safety: `shared` came from `Box::into_raw` in `start` and is freed only in `drop`.
+        unsafe { &*self.shared }
+    }
+
+    /// Asks CUPTI to complete every buffer it holds, full or not (`cuptiActivityFlushAll`
+    /// forced): records of work that has finished are then ready for [`drain`](Self::drain).
+    pub fn flush(&self) -> Result<(), CuptiError> {
+        activity::flush_all(FLUSH_FORCED).map_err(call("cuptiActivityFlushAll"))
+    }
+
+    /// Reads every completed buffer, oldest first, calling `f` with each record of a kind the
+    /// tracer enabled, and gives the buffers back to the pool. Returns the records read.
+    pub fn drain(&self, mut f: impl FnMut(ActivityRecord)) -> Result<usize, CuptiError> {
+        let pool = &self.shared().pool;
+        let mut count = 0;
+        while let Some(filled) = pool.next_filled() {
+            let result = for_each_record(filled.buffer.as_ptr(), filled.valid_bytes, |record| {
+                count += 1;
+                f(record);
+            });
+            pool.give_back(filled.buffer);
+            result?;
+        }
+        Ok(count)
+    }
+
+    /// Records lost so far.
+    pub fn losses(&self) -> Losses {
+        let shared = self.shared();
+        Losses {
+            buffers_refused: shared.pool.refused(),
+            records_dropped: shared.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for ActivityTracer {
+    fn drop(&mut self) {
+        for kind in KINDS {
+            // Nothing to do about a failure here but go on undoing the rest.
+            let _ = activity::disable(kind);
+        }
+        let _ = activity::flush_all(FLUSH_FORCED);
+        ACTIVE.store(std::ptr::null_mut(), Ordering::SeqCst);
+        while IN_CALLBACK.load(Ordering::SeqCst) != 0 {
+            std::hint::spin_loop();
+        }
+        // Safety: the handle came from `cuptiSubscribe` in `start`.
+        let _ = unsafe { cupti::unsubscribe(self.subscriber) };
+        // Safety: from `Box::into_raw` in `start`; no callback can reach it any more (`ACTIVE`
+        // is null and none is in flight), and `&self` borrows ended with `drop`. The pool's
+        // own drop frees the buffers only when CUPTI gave them all back, else leaks them.
+        drop(unsafe { Box::from_raw(self.shared) });
+        STARTED.store(false, Ordering::Release);
+    }
+}
+
+/// CUPTI's id for `stream` (what [`ActivityRecord::stream_id`] holds for its work).
+pub fn stream_id(stream: &CudaStream) -> Result<u32, CuptiError> {
+    library_present()?;
+    let mut id = 0;
+    // Safety: the context and stream are live (borrowed); `id` is a valid out-pointer.
+    unsafe { cupti::get_stream_id(stream.context().cu_ctx(), stream.cu_stream(), &mut id) }
+        .map_err(call("cuptiGetStreamId"))?;
+    Ok(id)
+}
+
+/// CUPTI's clock now: nanoseconds since the Unix epoch, the time base of
+/// [`ActivityRecord::start_ns`] and `end_ns`.
+pub fn timestamp_ns() -> Result<u64, CuptiError> {
+    library_present()?;
+    let mut ns = 0;
+    // Safety: `ns` is a valid out-pointer.
+    unsafe { sys::cuptiGetTimestamp(&mut ns) }.result().map_err(call("cuptiGetTimestamp"))?;
+    Ok(ns)
+}
+
+/// Whether libcupti opens under one of the names cudarc tries (in its order): cudarc panics
+/// when none does.
+fn library_present() -> Result<(), CuptiError> {
+    let names = cudarc::get_lib_name_candidates("cupti");
+    // Safety: opening libcupti runs its initializers, which cudarc's first call would run
+    // anyway; the handle is closed at once (the loader keeps the library for cudarc's open).
+    if names.iter().any(|name| unsafe { libloading::Library::new(name) }.is_ok()) {
+        Ok(())
+    } else {
+        Err(CuptiError::LibraryNotFound { tried: names.join(", ") })
+    }
+}
+
+/// Calls `f` with each enabled-kind record in `valid_bytes` bytes at `buffer`.
+fn for_each_record(
+    buffer: *mut u8,
+    valid_bytes: usize,
+    mut f: impl FnMut(ActivityRecord),
+) -> Result<(), CuptiError> {
+    let mut cursor: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    loop {
+        // Safety: `buffer` is a pool buffer CUPTI completed with `valid_bytes` of records, no
+        // longer in CUPTI's hands; `cursor` starts null and then holds what CUPTI set.
+        match unsafe { activity::get_next_record(buffer, valid_bytes, &mut cursor) } {
+            Ok(()) => {
+                // Safety: CUPTI just pointed `cursor` at a whole record inside the buffer.
+                if let Some(record) = unsafe { record::read(cursor) } {
+                    f(record);
+                }
+            }
+            Err(cupti::CuptiError(sys::CUptiResult::CUPTI_ERROR_MAX_LIMIT_REACHED)) => return Ok(()),
+            Err(e) => return Err(CuptiError::from_result("cuptiActivityGetNextRecord", e)),
+        }
+    }
+}
+
+/// Holds `IN_CALLBACK` raised while a callback uses `ACTIVE`'s target.
+struct InCallback;
+
+impl InCallback {
+    fn enter() -> Self {
+        IN_CALLBACK.fetch_add(1, Ordering::SeqCst);
+        Self
+    }
+}
+
+impl Drop for InCallback {
+    fn drop(&mut self) {
+        IN_CALLBACK.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// CUPTI asks for a buffer: a free one of the pool, or none (CUPTI then drops records).
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    let _in = InCallback::enter();
+    // SeqCst, paired with `Drop`'s store and wait: either this sees null, or `Drop` sees the
+    // raised `IN_CALLBACK` and waits.
+    let shared = ACTIVE.load(Ordering::SeqCst);
+    // Safety: non-null `ACTIVE` points at a live `Shared` until `Drop` has seen `IN_CALLBACK`
+    // at 0, which it cannot while `_in` lives.
+    let taken = unsafe { shared.as_ref() }.and_then(|s| s.pool.take().map(|b| (b, s.pool.buffer_size())));
+    let (start, bytes) = match taken {
+        Some((b, bytes)) => (b.as_ptr(), bytes),
+        None => (std::ptr::null_mut(), 0),
+    };
+    // Safety: CUPTI passes valid out-pointers. `max_records` 0: as many as fit.
+    unsafe {
+        *buffer = start;
+        *size = bytes;
+        *max_records = 0;
+    }
+}
+
+/// CUPTI gives a buffer back: queue it for `drain`, and count what CUPTI dropped.
+unsafe extern "C" fn buffer_completed(
+    context: cudarc::driver::sys::CUcontext,
+    stream_id: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid_bytes: usize,
+) {
+    let _in = InCallback::enter();
+    let shared = ACTIVE.load(Ordering::SeqCst);
+    // Safety: as in `buffer_requested`.
+    let Some(shared) = (unsafe { shared.as_ref() }) else {
+        return;
+    };
+    let mut dropped = 0;
+    // Safety: the context (possibly null) and stream id are the ones CUPTI passed for this
+    // buffer; `dropped` is a valid out-pointer.
+    if unsafe { activity::get_num_dropped_records(context, stream_id, &mut dropped) }.is_ok() {
+        shared.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+    }
+    if !buffer.is_null() {
+        shared.pool.complete(buffer, valid_bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::CUptiResult as R;
+
+    fn error(result: R) -> CuptiError {
+        CuptiError::from_result("cuptiActivityEnable", cupti::CuptiError(result))
+    }
+
+    #[test]
+    fn cupti_results_name_their_cause() {
+        let call = "cuptiActivityEnable";
+        assert_eq!(
+            error(R::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED),
+            CuptiError::OtherSubscriber { call }
+        );
+        assert_eq!(error(R::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES), CuptiError::NotPermitted { call });
+        assert_eq!(
+            error(R::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES),
+            CuptiError::NotPermitted { call }
+        );
+        assert_eq!(
+            error(R::CUPTI_ERROR_NOT_INITIALIZED).to_string(),
+            "cuptiActivityEnable failed: CUPTI_ERROR_NOT_INITIALIZED"
+        );
+    }
+}
