@@ -3,7 +3,7 @@
 
 use super::device::VulkanDevice;
 use super::errors::{NOT_CALIBRATED, NO_DEVICE, WAIT_TIMEOUT};
-use super::queries::{PageAllocator, TickScale, TimestampQuery};
+use super::queries::{PageAllocator, QueryWriter, TickScale, TimestampQuery};
 use super::queue::{AnchorSubmitter, Commands};
 use crate::backend::{Backend, BackendError, Elapsed, Mark, Placement};
 use ash::vk;
@@ -45,6 +45,9 @@ struct Shared {
 #[derive(Clone)]
 pub struct VulkanBackend {
     shared: Arc<Shared>,
+    /// What recording calls, kept here rather than behind `shared` (the backend is held by
+    /// value in the context): valid while `shared` holds the device.
+    writer: QueryWriter,
 }
 
 impl std::fmt::Debug for VulkanBackend {
@@ -100,6 +103,7 @@ impl VulkanBackend {
         let origin = Instant::now();
         let after = monotonic_ns();
         Ok(Self {
+            writer: QueryWriter::new(&device.shared.device),
             shared: Arc::new(Shared {
                 device: device.clone(),
                 scale,
@@ -211,13 +215,10 @@ impl Backend for VulkanBackend {
             Mark::Begin => vk::PipelineStageFlags::TOP_OF_PIPE,
             Mark::End | Mark::EndAndBegin => vk::PipelineStageFlags::BOTTOM_OF_PIPE,
         };
-        event.reset(self.device());
         // Safety: `VulkanQueue::commands`'s contract: a command buffer of this device in the
-        // recording state, recorded by this thread only; the query was just reset and is
-        // owned by the caller's list.
-        unsafe {
-            self.device().cmd_write_timestamp(stream.command_buffer, stage, event.pool(), event.index())
-        };
+        // recording state, recorded by this thread only; the query is owned by the caller's
+        // list (the `Backend::record_mark` contract).
+        unsafe { self.writer.reset_and_write(event, stream.command_buffer, stage) };
         Ok(())
     }
 
@@ -231,7 +232,7 @@ impl Backend for VulkanBackend {
                 Ok(Some(pair.host_ns))
             }
             Anchors::Submitted => {
-                event.reset(self.device());
+                event.reset(&self.writer);
                 match lock(&self.shared.submitter).as_mut() {
                     Some(submitter) => submitter.write(event)?,
                     None => return Err(BackendError::new("record_anchor", "no anchor submitter")),

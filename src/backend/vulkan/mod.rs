@@ -45,9 +45,10 @@ pub use ash;
 
 // The folder: the Vulkan backend, one file per idea, each importing only those listed before
 // it. `errors.rs` holds the error codes and `vk_error` (a leaf); `handles.rs` what the crate
-// holds of a device (`DeviceShared`); `queries.rs` the query pages and the tick scale;
-// `queue.rs` the queues (lanes), command buffers (streams) and the anchor submitter;
-// `device.rs` opens or wraps a device; `spin.rs` the spin shader; `backend.rs` the
+// holds of a device (`DeviceShared`); `queries.rs` the query pages, the tick scale and the
+// `QueryWriter` (the device's reset and write functions, which the backend holds for the
+// recording path); `queue.rs` the queues (lanes), command buffers (streams) and the anchor
+// submitter; `device.rs` opens or wraps a device; `spin.rs` the spin shader; `backend.rs` the
 // `VulkanBackend`. It never touches slots, lists or the collector: submitting a command
 // buffer with its lists needs the context, so it lives above, in `context/vulkan.rs`.
 mod backend;

@@ -71,6 +71,53 @@ impl PageAllocator {
     }
 }
 
+/// What recording a query calls, copied out of the device: its handle, `vkResetQueryPool` and
+/// `vkCmdWriteTimestamp`. The backend keeps it in itself, beside its `Arc`, so a recording
+/// step reads the three from the context's own line; through `ash::Device` they were three
+/// loads deep (the backend's `Arc`, the device's `Arc`, then the handle and two function
+/// tables on other lines, issue 27).
+///
+/// Valid while the device it was made from lives: its holder keeps an `Arc` to that device.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct QueryWriter {
+    device: vk::Device,
+    reset_query_pool: vk::PFN_vkResetQueryPool,
+    cmd_write_timestamp: vk::PFN_vkCmdWriteTimestamp,
+}
+
+impl QueryWriter {
+    /// The writer of `device`'s queries (`hostQueryReset` is enabled on every device the
+    /// crate opens or accepts, so `vkResetQueryPool` is loaded).
+    pub(super) fn new(device: &ash::Device) -> Self {
+        Self {
+            device: device.handle(),
+            reset_query_pool: device.fp_v1_2().reset_query_pool,
+            cmd_write_timestamp: device.fp_v1_0().cmd_write_timestamp,
+        }
+    }
+
+    /// Resets `query` from the host, then writes its timestamp into `command_buffer` at
+    /// `stage`.
+    ///
+    /// # Safety
+    ///
+    /// `command_buffer` is a command buffer of the writer's device in the recording state,
+    /// recorded by the calling thread only, and `query` (of the same device) is owned by the
+    /// caller ([`TimestampQuery::reset`]'s conditions).
+    #[inline]
+    pub(super) unsafe fn reset_and_write(
+        &self,
+        query: &TimestampQuery,
+        command_buffer: vk::CommandBuffer,
+        stage: vk::PipelineStageFlags,
+    ) {
+        query.reset(self);
+        // Safety: the caller's command buffer (recording, this thread only) and query, just
+        // reset; its pool is alive (held by the query's `page`).
+        unsafe { (self.cmd_write_timestamp)(command_buffer, stage, query.page.raw, query.index) };
+    }
+}
+
 /// A timestamp query: one slot of the pool, or one of the collector's anchors.
 ///
 /// An anchor taken with calibrated timestamps is *host-stamped*: its ticks are the device
@@ -79,6 +126,7 @@ impl PageAllocator {
 /// Release/Acquire hand-offs order them for the next owner.
 #[derive(Debug)]
 pub struct TimestampQuery {
+    /// The query pool, destroyed with its last query.
     page: Arc<QueryPage>,
     index: u32,
     host_stamped: AtomicBool,
@@ -98,13 +146,18 @@ impl TimestampQuery {
 
     /// Resets the query from the host, for a new write by a command buffer.
     #[inline]
-    pub(super) fn reset(&self, device: &ash::Device) {
-        self.host_stamped.store(false, Ordering::Relaxed);
+    pub(super) fn reset(&self, writer: &QueryWriter) {
+        // Only an anchor is ever host-stamped: a slot's query reads the flag (on the line it
+        // reads anyway) and leaves the line clean for the collector that reads it next.
+        if self.host_stamped.load(Ordering::Relaxed) {
+            self.host_stamped.store(false, Ordering::Relaxed);
+        }
         // Safety: the query is owned by the caller (a list recording it, or the collector's
         // anchor), so no submitted command that refers to it is still pending (its last
         // list was collected once the query was available, or dropped unsubmitted) and no
-        // other thread reads or resets it now (VUID-vkResetQueryPool-firstQuery-02741/02742).
-        unsafe { device.reset_query_pool(self.page.raw, self.index, 1) };
+        // other thread reads or resets it now (VUID-vkResetQueryPool-firstQuery-02741/02742);
+        // its pool is alive (held by `page`) and of the writer's device (`QueryWriter::new`).
+        unsafe { (writer.reset_query_pool)(writer.device, self.page.raw, self.index, 1) };
     }
 
     /// Stores ticks read by the host (a calibrated anchor).
