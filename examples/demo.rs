@@ -355,9 +355,18 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     )?);
     let recording = AtomicBool::new(true);
     let started = Instant::now();
+    /// Ends the collectors' loop however the recording ends (an error or a panic of a recording
+    /// thread included): the scope waits for the collectors before it returns the error.
+    struct StopCollecting<'a>(&'a AtomicBool);
+    impl Drop for StopCollecting<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Release);
+        }
+    }
     let (record_time, record_errors) = std::thread::scope(|s| -> DemoResult<(Duration, usize)> {
         let collectors: Vec<_> =
             (0..args.collectors).map(|_| s.spawn(|| collect_while_recording(&devices, &recording))).collect();
+        let stop = StopCollecting(&recording);
         let workers: Vec<_> = (0..args.threads)
             .map(|t| {
                 let (devices, bar) = (&devices, &bar);
@@ -371,7 +380,7 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
             errors += worker.join().map_err(|_| "a recording thread panicked")??;
         }
         let record_time = started.elapsed();
-        recording.store(false, Ordering::Release);
+        drop(stop);
         let mut collects = 0;
         for collector in collectors {
             collects += collector.join().map_err(|_| "a collector panicked")??;
