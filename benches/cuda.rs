@@ -42,7 +42,7 @@ mod results;
 #[path = "common/seed_port.rs"]
 mod seed_port;
 
-use counting::{Calls, Counting};
+use counting::Counting;
 use cudarc::driver::CudaStream;
 use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, TimingEvent};
 use gpu_event_pool::{location, Backend, Collected, Config, TracingContext};
@@ -573,15 +573,7 @@ fn driver_calls(cuda: &CudaBackend, lists: usize, out: &mut Results) {
         let at_start = counted.calls();
         let (ours_run, ours_unread) =
             sampled(|| ctx.stats().in_use, || ours(cuda, &ctx, threads, lists, true));
-        let ours_calls = counted.calls();
-        let ours_calls = Calls {
-            records: ours_calls.records - at_start.records,
-            reads: ours_calls.reads - at_start.reads,
-            reads_not_ready: ours_calls.reads_not_ready - at_start.reads_not_ready,
-            queries_not_ready: ours_calls.queries_not_ready - at_start.queries_not_ready,
-            queries_ready: ours_calls.queries_ready - at_start.queries_ready,
-            waits: ours_calls.waits - at_start.waits,
-        };
+        let ours_calls = counted.calls().since(at_start);
         let ours_emitter_ns = ctx.stats().emitter_ns as f64 / ours_run.zones as f64;
         println!(
             "driver calls per zone: ours at {threads} threads: {} flushes, emitter {ours_emitter_ns:.0} ns/zone",

@@ -22,6 +22,18 @@ pub struct Calls {
 }
 
 impl Calls {
+    /// The calls made since `earlier` was read.
+    pub fn since(self, earlier: Calls) -> Calls {
+        Calls {
+            records: self.records - earlier.records,
+            reads: self.reads - earlier.reads,
+            reads_not_ready: self.reads_not_ready - earlier.reads_not_ready,
+            queries_not_ready: self.queries_not_ready - earlier.queries_not_ready,
+            queries_ready: self.queries_ready - earlier.queries_ready,
+            waits: self.waits - earlier.waits,
+        }
+    }
+
     /// Every call that takes the driver's lock.
     pub fn total(&self) -> u64 {
         self.records
