@@ -166,8 +166,13 @@ fn report(args: &Args, r: &Report<'_>) -> DemoResult<()> {
         args.threads, args.lists, args.zones, args.streams, args.verbosity
     );
     println!(
-        "zones              {emitted} emitted ({} user zones of {expected_user}, {} activities of {expected_kernels} kernels), {} dropped ({} buffer requests refused), {} empty user zones",
-        stats.user_zones, stats.activities, stats.records_dropped, stats.buffers_refused, stats.empty_zones
+        "zones              {emitted} emitted ({} user zones of {expected_user}, {} activities of {expected_kernels} kernels), {} dropped ({} buffer requests refused), {} empty user zones, {} records without times",
+        stats.user_zones,
+        stats.activities,
+        stats.records_dropped,
+        stats.buffers_refused,
+        stats.empty_zones,
+        stats.records_incomplete
     );
     println!(
         "recording          {:.1} ms, {:.0} zones/s",
@@ -178,7 +183,13 @@ fn report(args: &Args, r: &Report<'_>) -> DemoResult<()> {
         "collection         {} collects by the collector threads emitted zones; the final flush emitted {} user zones and {} activities; {} pending after it",
         r.collects, r.flushed.user_zones, r.flushed.activities, stats.pending
     );
-    println!("cupti buffers      {} x {} KiB", r.config.buffer_count, r.config.buffer_size / 1024);
+    println!(
+        "cupti              {} buffers x {} KiB, clock {:?}, {} sink failures",
+        r.config.buffer_count,
+        r.config.buffer_size / 1024,
+        stats.clock,
+        stats.sink_failures
+    );
     let nesting = check_nesting(r.zones);
     match &nesting {
         Ok(lanes) => {
@@ -195,6 +206,13 @@ fn report(args: &Args, r: &Report<'_>) -> DemoResult<()> {
     );
     if let Err(e) = nesting {
         return Err(format!("zones do not nest: {e}").into());
+    }
+    if stats.sink_failures != 0 {
+        return Err(format!(
+            "{} sink(s) failed and were dropped: the trace or the counts miss zones",
+            stats.sink_failures
+        )
+        .into());
     }
     if stats.pending != 0 {
         return Err(
