@@ -540,7 +540,7 @@ fn with_tracy<B: Backend + Clone>(
 /// Waits for a Tracy profiler to connect, if asked to (the client keeps everything until one
 /// does).
 #[cfg(feature = "tracy")]
-fn wait_for_tracy(args: &Args) {
+pub(crate) fn wait_for_tracy(args: &Args) {
     let Some(secs) = args.tracy_wait else { return };
     let deadline = Instant::now() + Duration::from_secs(secs);
     let connected = loop {

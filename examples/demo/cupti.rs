@@ -37,10 +37,6 @@ fn check_options(args: &Args) -> DemoResult<()> {
         )
         .into());
     }
-    #[cfg(feature = "tracy")]
-    if args.tracy || args.tracy_wait.is_some() {
-        return Err("--tracy is not supported with --backend cupti (its zones go to the Chrome trace)".into());
-    }
     if args.cpu_spans() {
         return Err("--cpu-spans is not supported with --backend cupti".into());
     }
@@ -67,13 +63,18 @@ pub(super) fn run_cupti(args: &Args) -> DemoResult<()> {
         .map_err(|e| format!("cannot create trace file {}: {e}", args.trace.display()))?;
     let memory = MemorySink::new();
     let config = tracer_config(args);
-    let ctx = CuptiContext::builder()
-        .name("gpu 0")
-        .tracer(config)
-        .sink(trace.sink())
-        .sink(memory.clone())
-        .build()
-        .map_err(|e| format!("cannot start CUPTI on CUDA device 0: {e}"))?;
+    #[allow(unused_mut)]
+    let mut builder =
+        CuptiContext::builder().name("gpu 0").tracer(config).sink(trace.sink()).sink(memory.clone());
+    #[cfg(feature = "tracy")]
+    if args.tracy || args.tracy_wait.is_some() {
+        // One Tracy GPU context per stream, on the CUPTI context's host clock (docs/tracy.md).
+        builder = builder.sink(
+            gpu_event_pool::sink::tracy::TracySink::new(gpu_event_pool::backend::cupti::host_now_ns)
+                .with_plots(),
+        );
+    }
+    let ctx = builder.build().map_err(|e| format!("cannot start CUPTI on CUDA device 0: {e}"))?;
     // The context's sink keeps the file open; it is closed when the context goes.
     drop(trace);
     let mut streams = Vec::new();
@@ -83,6 +84,8 @@ pub(super) fn run_cupti(args: &Args) -> DemoResult<()> {
         streams.push(Mutex::new(stream));
     }
     let gpu = Gpu { spin, ctx, streams };
+    #[cfg(feature = "tracy")]
+    super::wait_for_tracy(args);
 
     let bar = ProgressBar::new(u64::from(args.threads) * u64::from(args.lists)).with_style(
         ProgressStyle::with_template("{spinner} recording {bar:40} {pos}/{len} command buffers  {msg}")?,

@@ -30,7 +30,10 @@ fn origin() -> Instant {
     *ORIGIN.get_or_init(Instant::now)
 }
 
-fn host_now_ns() -> i64 {
+/// The host clock of every [`CuptiContext`] in the process, in nanoseconds: the clock of its
+/// zones' host times (what [`CuptiContext::host_now_ns`] reads; a sink made before the context,
+/// such as `TracySink::new`, takes this function).
+pub fn host_now_ns() -> i64 {
     i64::try_from(origin().elapsed().as_nanos()).unwrap_or(i64::MAX)
 }
 

@@ -51,7 +51,9 @@ mod context;
 mod demangle;
 mod record;
 
-pub use context::{ClockSource, CuptiBuilder, CuptiCollected, CuptiContext, CuptiStats, CuptiZone};
+pub use context::{
+    host_now_ns, ClockSource, CuptiBuilder, CuptiCollected, CuptiContext, CuptiStats, CuptiZone,
+};
 pub use record::{ActivityKind, ActivityRecord};
 
 use buffers::BufferPool;
