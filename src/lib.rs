@@ -111,7 +111,9 @@ pub struct VulkanGuideDoctests;
 
 #[cfg(feature = "cupti")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cupti")))]
-pub use backend::cupti::{ActivityKind, ActivityRecord, ActivityTracer, CuptiError, Losses, TracerConfig};
+pub use backend::cupti::{
+    ActivityKind, ActivityRecord, ActivityTracer, CuptiContext, CuptiError, CuptiStats, Losses, TracerConfig,
+};
 pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]

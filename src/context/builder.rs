@@ -12,6 +12,11 @@ use std::time::Duration;
 
 static NEXT_CONTEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
 
+/// A context id unique in this process (sinks key their tracks by it).
+pub(crate) fn next_context_id() -> u32 {
+    NEXT_CONTEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Builds a [`TracingContext`] with a configuration and sinks.
 pub struct Builder<B: Backend> {
     backend: B,
@@ -142,7 +147,7 @@ impl<B: Backend> Builder<B> {
         config.cut_batch();
         let pool =
             Pool::new(config.initial_capacity, config.max_capacity, config.batch, || create_event(&backend))?;
-        let id = NEXT_CONTEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = next_context_id();
         let collect_every = config.collect_every;
         let collector = Collector::new(backend, config, pool, id, sinks)?;
         let on_error = on_error.unwrap_or_else(|| std::sync::Arc::new(log_error));

@@ -15,6 +15,8 @@ mod tests;
 #[cfg(feature = "vulkan")]
 mod vulkan;
 
+#[cfg(feature = "cupti")]
+pub(crate) use builder::next_context_id;
 pub use builder::Builder;
 #[cfg(not(gpu_event_pool_loom))]
 pub use collector_thread::CollectorThread;

@@ -22,9 +22,13 @@
 //! # Ok::<(), gpu_event_pool::backend::cupti::CuptiError>(())
 //! ```
 
+mod assemble;
 mod buffers;
+mod context;
+mod demangle;
 mod record;
 
+pub use context::{ClockSource, CuptiBuilder, CuptiCollected, CuptiContext, CuptiStats, CuptiZone};
 pub use record::{ActivityKind, ActivityRecord};
 
 use buffers::BufferPool;
@@ -174,6 +178,15 @@ impl ActivityTracer {
     /// Opens libcupti, subscribes, allocates the buffer pool, registers the buffer callbacks
     /// and enables kernel, memcpy, memset and external-correlation records.
     pub fn start(config: TracerConfig) -> Result<Self, CuptiError> {
+        Self::start_with(config, None)
+    }
+
+    /// `start`, and `on_launch` called on the launching thread at the entry and exit of every driver
+    /// or runtime API call that launches work (kernels, graphs, copies, memsets).
+    pub(super) fn start_with(
+        config: TracerConfig,
+        on_launch: sys::CUpti_CallbackFunc,
+    ) -> Result<Self, CuptiError> {
         if STARTED.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return Err(CuptiError::AlreadyStarted);
         }
@@ -182,8 +195,8 @@ impl ActivityTracer {
         let pool = BufferPool::new(config.buffer_size, config.buffer_count)
             .ok_or(CuptiError::Config("buffer_size and buffer_count must be non-zero and allocatable"))?;
         let mut subscriber = std::ptr::null_mut();
-        // Safety: `subscriber` is a valid out-pointer; no callback, so no user data is read.
-        unsafe { cupti::subscribe(&mut subscriber, None, std::ptr::null_mut()) }
+        // Safety: `subscriber` is a valid out-pointer; the callback (if any) reads no user data.
+        unsafe { cupti::subscribe(&mut subscriber, on_launch, std::ptr::null_mut()) }
             .map_err(call("cuptiSubscribe"))?;
         let shared = Box::into_raw(Box::new(Shared { pool, dropped: AtomicU64::new(0) }));
         ACTIVE.store(shared, Ordering::SeqCst);
@@ -194,6 +207,9 @@ impl ActivityTracer {
             .map_err(call("cuptiActivityRegisterCallbacks"))?;
         for kind in KINDS {
             activity::enable(kind).map_err(call("cuptiActivityEnable"))?;
+        }
+        if on_launch.is_some() {
+            enable_launch_callbacks(subscriber)?;
         }
         Ok(tracer)
     }
@@ -274,6 +290,37 @@ pub fn timestamp_ns() -> Result<u64, CuptiError> {
     // Safety: `ns` is a valid out-pointer.
     unsafe { sys::cuptiGetTimestamp(&mut ns) }.result().map_err(call("cuptiGetTimestamp"))?;
     Ok(ns)
+}
+
+/// Enables the subscriber's callback for each driver and runtime API call that launches GPU
+/// work, found by name (`cuLaunch*`, `cuGraphLaunch*`, `cuMemcpy*`, `cuMemset*` and their
+/// `cuda*` twins): the ids differ between CUPTI versions, the names do not.
+fn enable_launch_callbacks(subscriber: sys::CUpti_SubscriberHandle) -> Result<(), CuptiError> {
+    use sys::CUpti_CallbackDomain::{CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_CB_DOMAIN_RUNTIME_API};
+    for (domain, prefix) in [(CUPTI_CB_DOMAIN_DRIVER_API, "cu"), (CUPTI_CB_DOMAIN_RUNTIME_API, "cuda")] {
+        // Above every id of the versions known (677 driver ids in CUDA 13.0).
+        for cbid in 1..2048u32 {
+            let mut name = std::ptr::null();
+            // Safety: `name` is a valid out-pointer; CUPTI sets it to a static string.
+            if unsafe { sys::cuptiGetCallbackName(domain, cbid, &mut name) }.result().is_err()
+                || name.is_null()
+            {
+                continue;
+            }
+            // Safety: CUPTI returned a NUL-terminated static string.
+            let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+            let Some(rest) = name.strip_prefix(prefix.as_bytes()) else { continue };
+            let launches =
+                ["Launch", "GraphLaunch", "Memcpy", "Memset"].iter().any(|p| rest.starts_with(p.as_bytes()));
+            if launches {
+                // Safety: a live subscriber and an id CUPTI just named.
+                unsafe { sys::cuptiEnableCallback(1, subscriber, domain, cbid) }
+                    .result()
+                    .map_err(call("cuptiEnableCallback"))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether libcupti opens under one of the names cudarc tries (in its order): cudarc panics

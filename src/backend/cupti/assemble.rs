@@ -1,0 +1,598 @@
+//! From CUPTI records and closed user zones to batches of zones, in each lane's GPU order
+//! (docs/design.md, section 13, "Records as zones"). No CUPTI call here: the context feeds
+//! it, so every rule is tested without a GPU.
+//!
+//! - Each kernel, copy or memset record goes to its lane (its stream) in arrival order, which
+//!   CUPTI keeps in the stream's order. Its owner is the user zone whose external id CUPTI
+//!   tied to its launch (`EXTERNAL_CORRELATION`), if any.
+//! - A user zone tree (a zone with no parent, and the zones closed inside it) is emitted as
+//!   one batch when its root is closed, its links are final (a flush followed its close, so
+//!   every external-correlation record of its launches has been delivered), and every linked
+//!   record has arrived. The batch holds the tree's zones that had work on the root's lane,
+//!   each spanning its work and its children's, and that work as their children.
+//! - A lane's front blocks while its owner's tree is not complete: batches of a lane leave in
+//!   its GPU order. A record with no owner, or whose owner's tree lives on another lane, is
+//!   emitted alone at depth 0.
+
+use super::record::{ActivityKind, ActivityRecord};
+use crate::backend::Lane;
+use crate::launch::Launch;
+use crate::location::{DynamicLocation, Location};
+use crate::sink::Zone;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+/// A user zone as its guard closed it.
+#[derive(Debug, Clone)]
+pub(super) struct ClosedZone {
+    /// Its external correlation id, unique in the process.
+    pub(super) id: u64,
+    /// The zone open on its thread when it began (0: none).
+    pub(super) parent: u64,
+    /// Its nesting depth on its thread.
+    pub(super) depth: u32,
+    pub(super) location: Location,
+    /// Its stream's lane key; `None` when CUPTI could not name the stream.
+    pub(super) lane: Option<u64>,
+    /// Where and when it began (host clock).
+    pub(super) launch: Launch,
+}
+
+/// A record's work, on the host clock.
+#[derive(Debug)]
+struct Activity {
+    owner: Option<u64>,
+    begin: i64,
+    end: i64,
+    location: Location,
+}
+
+#[derive(Debug, Default)]
+struct ZoneState {
+    closed: Option<ClosedZone>,
+    /// Every external-correlation record of its launches has been delivered.
+    final_links: bool,
+    /// Launches tied to it (CUPTI correlation ids), and how many of them have had a record.
+    links: Vec<u32>,
+    arrived: usize,
+    /// Arrived records not emitted yet.
+    waiting: u32,
+    children: Vec<u64>,
+    emitted: bool,
+}
+
+/// What one pass emitted.
+#[derive(Debug, Default)]
+pub(super) struct Emitted {
+    /// (list id, zones in begin order) per batch, lanes in key order, each lane in its order.
+    pub(super) batches: Vec<(u64, Vec<Zone>)>,
+    pub(super) user_zones: usize,
+    pub(super) activities: usize,
+    pub(super) empty_zones: usize,
+}
+
+/// The lane key of CUPTI's (context id, stream id).
+pub(super) fn lane_key(context_id: u32, stream_id: u32) -> u64 {
+    (u64::from(context_id) << 32) | u64::from(stream_id)
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Assembler {
+    zones: HashMap<u64, ZoneState>,
+    /// CUPTI correlation id → (external id, whether a record of it arrived), until its tree
+    /// is forgotten. A graph launch has one correlation id for all of its nodes' records.
+    links: HashMap<u32, (u64, bool)>,
+    lanes: BTreeMap<u64, VecDeque<Activity>>,
+    /// Zones closed since the last `records`: final once that pass's records are in.
+    unfinal: Vec<u64>,
+    /// The highest correlation id of a record each lane has had: launches are numbered in the
+    /// order they are made, and a lane's records arrive in its order.
+    latest: HashMap<u64, u32>,
+    /// Locations of kernels outside graphs, by name.
+    names: HashMap<String, Location>,
+    /// The host time of GPU time 0 (the context's base).
+    base_host_ns: i64,
+}
+
+impl Assembler {
+    pub(super) fn new(base_host_ns: i64) -> Self {
+        Self { base_host_ns, ..Self::default() }
+    }
+
+    /// Records and user zones held, not emitted yet.
+    pub(super) fn pending(&self) -> usize {
+        self.lanes.values().map(VecDeque::len).sum::<usize>() + self.zones.len()
+    }
+
+    /// A user zone closed before the flush whose records come next.
+    pub(super) fn close(&mut self, zone: ClosedZone) {
+        let (id, parent) = (zone.id, zone.parent);
+        self.zones.entry(id).or_default().closed = Some(zone);
+        if parent != 0 {
+            self.zones.entry(parent).or_default().children.push(id);
+        }
+        self.unfinal.push(id);
+    }
+
+    /// Ties the launch with CUPTI correlation id `correlation_id` to zone `zone`: given before
+    /// the records of the flush that follows the zone's close.
+    pub(super) fn link(&mut self, correlation_id: u32, zone: u64) {
+        self.links.insert(correlation_id, (zone, false));
+        self.zones.entry(zone).or_default().links.push(correlation_id);
+    }
+
+    /// The records one flush delivered (all of them: links are matched after the whole
+    /// delivery), with `host` mapping CUPTI's times onto the host clock.
+    pub(super) fn records(&mut self, records: Vec<ActivityRecord>, host: impl Fn(u64) -> i64) {
+        for r in &records {
+            if let (ActivityKind::ExternalCorrelation, Some(external)) = (r.kind, r.external_id) {
+                self.link(r.correlation_id, external);
+            }
+        }
+        for r in records {
+            if r.kind == ActivityKind::ExternalCorrelation {
+                continue;
+            }
+            let link = self.links.get_mut(&r.correlation_id);
+            let first = link.as_ref().is_some_and(|(_, seen)| !seen);
+            let owner = link.map(|(zone, seen)| {
+                *seen = true;
+                *zone
+            });
+            if let Some(zone) = owner.and_then(|id| self.zones.get_mut(&id)) {
+                zone.arrived += usize::from(first);
+                zone.waiting += 1;
+            }
+            let (begin, end) = (host(r.start_ns), host(r.end_ns));
+            let key = lane_key(r.context_id, r.stream_id);
+            let latest = self.latest.entry(key).or_default();
+            *latest = (*latest).max(r.correlation_id);
+            let location = self.location(&r);
+            self.lanes.entry(key).or_default().push_back(Activity {
+                owner,
+                begin,
+                end: end.max(begin),
+                location,
+            });
+        }
+        for id in std::mem::take(&mut self.unfinal) {
+            if let Some(zone) = self.zones.get_mut(&id) {
+                zone.final_links = true;
+            }
+        }
+    }
+
+    fn location(&mut self, r: &ActivityRecord) -> Location {
+        let name = match (r.kind, &r.name) {
+            (ActivityKind::Kernel, Some(name)) => super::demangle::function_name(name),
+            (ActivityKind::Kernel, None) => "kernel".into(),
+            (ActivityKind::Memcpy, _) => "memcpy".into(),
+            _ => "memset".into(),
+        };
+        if r.graph_id != 0 {
+            return DynamicLocation::new(name)
+                .arg("graph", u64::from(r.graph_id))
+                .arg("graph_node", r.graph_node_id)
+                .into();
+        }
+        if let Some(known) = self.names.get(name.as_ref()) {
+            return known.clone();
+        }
+        let location = Location::Dynamic(Arc::new(DynamicLocation::new(name.as_ref())));
+        self.names.insert(name.into_owned(), location.clone());
+        location
+    }
+
+    /// The root of `id`'s tree, when every zone on the way is closed.
+    fn root(&self, mut id: u64) -> Option<u64> {
+        loop {
+            let parent = self.zones.get(&id)?.closed.as_ref()?.parent;
+            if parent == 0 {
+                return Some(id);
+            }
+            id = parent;
+        }
+    }
+
+    /// `root`'s zones, parents first.
+    fn tree(&self, root: u64) -> Vec<u64> {
+        let mut ids = vec![root];
+        let mut i = 0;
+        while let Some(&id) = ids.get(i) {
+            if let Some(zone) = self.zones.get(&id) {
+                ids.extend_from_slice(&zone.children);
+            }
+            i += 1;
+        }
+        ids
+    }
+
+    /// Whether every zone of `tree` is closed with final links, and either all its launches
+    /// have had a record or lane `key` has had a record of a later launch: then every record
+    /// of the tree's work on that lane is in (a link with no record, say a copy CUPTI does
+    /// not report, or work on another lane, holds nothing up). `force`: closed is enough.
+    fn complete(&self, tree: &[u64], key: u64, force: bool) -> bool {
+        let mut all_arrived = true;
+        let mut last_link = 0;
+        for id in tree {
+            let Some(z) = self.zones.get(id) else { return false };
+            if z.closed.is_none() || !(force || z.final_links) {
+                return false;
+            }
+            all_arrived &= z.arrived == z.links.len();
+            last_link = z.links.iter().copied().fold(last_link, u32::max);
+        }
+        force || all_arrived || self.latest.get(&key).is_some_and(|&latest| latest > last_link)
+    }
+
+    /// Emits every batch that is ready, each lane in its order. `force` (after a forced
+    /// flush of synchronized streams): nothing more will arrive, so incomplete trees go out
+    /// with what they have and records whose zone never closed go out alone.
+    pub(super) fn emit(&mut self, force: bool) -> Emitted {
+        let mut out = Emitted::default();
+        let keys: Vec<u64> = self.lanes.keys().copied().collect();
+        for key in keys {
+            while let Some(front) = self.lanes.get(&key).and_then(VecDeque::front) {
+                let Some(owner) = front.owner else {
+                    self.emit_alone(key, &mut out);
+                    continue;
+                };
+                let root = self.root(owner);
+                let root_lane = root.and_then(|r| self.zones.get(&r)?.closed.as_ref()?.lane);
+                let emitted = root.is_some_and(|r| self.zones[&r].emitted);
+                match (root, root_lane) {
+                    // A graph node's record that came after its tree went out.
+                    (Some(_), _) if emitted => self.emit_alone(key, &mut out),
+                    (Some(root), Some(lane)) if lane == key => {
+                        let tree = self.tree(root);
+                        if self.complete(&tree, key, force) {
+                            self.emit_tree(key, root, &tree, &mut out);
+                        } else if force {
+                            self.emit_alone(key, &mut out);
+                        } else {
+                            break;
+                        }
+                    }
+                    // Its tree belongs to another lane, or CUPTI could not name its stream.
+                    (Some(_), _) => self.emit_alone(key, &mut out),
+                    // A zone on the way is still open.
+                    (None, _) if force => self.emit_alone(key, &mut out),
+                    (None, _) => break,
+                }
+            }
+        }
+        self.lanes.retain(|_, lane| !lane.is_empty());
+        self.sweep(force, &mut out);
+        out
+    }
+
+    fn emit_alone(&mut self, key: u64, out: &mut Emitted) {
+        let Some(activity) = self.lanes.get_mut(&key).and_then(VecDeque::pop_front) else {
+            return;
+        };
+        if let Some(zone) = activity.owner.and_then(|id| self.zones.get_mut(&id)) {
+            zone.waiting -= 1;
+        }
+        let zone = self.zone(activity.location, key, 0, activity.begin, activity.end);
+        out.activities += 1;
+        out.batches.push((0, vec![zone]));
+    }
+
+    fn zone(&self, location: Location, key: u64, depth: u32, begin: i64, end: i64) -> Zone {
+        Zone::new(location, Lane::Stream(key), depth, begin - self.base_host_ns, end - self.base_host_ns)
+            .with_host_times(begin, end)
+    }
+
+    /// Emits `root`'s tree as one batch: its work on lane `key`, and its zones that had some.
+    fn emit_tree(&mut self, key: u64, root: u64, tree: &[u64], out: &mut Emitted) {
+        let members: HashSet<u64> = tree.iter().copied().collect();
+        let lane = self.lanes.get_mut(&key).expect("emit_tree on a lane with a front");
+        let (work, rest): (VecDeque<Activity>, VecDeque<Activity>) =
+            lane.drain(..).partition(|a| a.owner.is_some_and(|o| members.contains(&o)));
+        *lane = rest;
+        let mut spans: HashMap<u64, (i64, i64)> = HashMap::new();
+        let mut zones = Vec::with_capacity(work.len() + tree.len());
+        for a in work {
+            let owner = a.owner.expect("work of the tree has an owner");
+            let state = self.zones.get_mut(&owner).expect("a tree member is known");
+            state.waiting -= 1;
+            let depth = state.closed.as_ref().map_or(0, |c| c.depth + 1);
+            let span = spans.entry(owner).or_insert((a.begin, a.end));
+            *span = (span.0.min(a.begin), span.1.max(a.end));
+            zones.push(self.zone(a.location, key, depth, a.begin, a.end));
+            out.activities += 1;
+        }
+        // Children after parents in `tree`: fold spans upwards from the end.
+        for &id in tree.iter().rev() {
+            let parent = self.zones[&id].closed.as_ref().map_or(0, |c| c.parent);
+            if let (Some(&(b, e)), true) = (spans.get(&id), parent != 0 && id != root) {
+                let span = spans.entry(parent).or_insert((b, e));
+                *span = (span.0.min(b), span.1.max(e));
+            }
+        }
+        for &id in tree {
+            let Some(&(begin, end)) = spans.get(&id) else { continue };
+            let state = self.zones.get_mut(&id).expect("a tree member is known");
+            state.emitted = true;
+            let closed = state.closed.clone().expect("a complete tree is closed");
+            zones.push(self.zone(closed.location, key, closed.depth, begin, end).with_launch(closed.launch));
+            out.user_zones += 1;
+        }
+        // Begin order, parents before the children that begin with them.
+        zones.sort_by_key(|z| (z.gpu_begin_ns, z.depth));
+        out.batches.push((root, zones));
+    }
+
+    /// Forgets trees with nothing left to arrive or emit; their zones never emitted had no
+    /// work on their lane (`empty_zones`).
+    fn sweep(&mut self, force: bool, out: &mut Emitted) {
+        let roots: Vec<u64> = self
+            .zones
+            .iter()
+            .filter(|(_, z)| z.closed.as_ref().is_some_and(|c| c.parent == 0))
+            .map(|(&id, _)| id)
+            .collect();
+        for root in roots {
+            let tree = self.tree(root);
+            let lane = self.zones[&root].closed.as_ref().and_then(|c| c.lane).unwrap_or(u64::MAX);
+            let done = self.complete(&tree, lane, force) && tree.iter().all(|id| self.zones[id].waiting == 0);
+            if done {
+                for id in tree {
+                    if let Some(zone) = self.zones.remove(&id) {
+                        out.empty_zones += usize::from(!zone.emitted);
+                        for correlation_id in zone.links {
+                            self.links.remove(&correlation_id);
+                        }
+                    }
+                }
+            }
+        }
+        if force {
+            self.links.clear();
+            // Zones that never closed, or whose parent never did: nothing more will come.
+            let stale: Vec<u64> =
+                self.zones.iter().filter(|(_, z)| z.waiting == 0).map(|(&id, _)| id).collect();
+            for id in stale {
+                if let Some(zone) = self.zones.remove(&id) {
+                    out.empty_zones += usize::from(zone.closed.is_some() && !zone.emitted);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::location::DynamicLocation;
+
+    const LANE_A: (u32, u32) = (1, 7);
+    const LANE_B: (u32, u32) = (1, 8);
+
+    fn key((context, stream): (u32, u32)) -> u64 {
+        lane_key(context, stream)
+    }
+
+    fn zone(id: u64, parent: u64, depth: u32, name: &str) -> ClosedZone {
+        ClosedZone {
+            id,
+            parent,
+            depth,
+            location: DynamicLocation::new(name).into(),
+            lane: Some(key(LANE_A)),
+            launch: Launch::new(id as i64, id as i64 + 1, 1),
+        }
+    }
+
+    fn kernel(lane: (u32, u32), correlation_id: u32, start: u64, end: u64) -> ActivityRecord {
+        ActivityRecord {
+            kind: ActivityKind::Kernel,
+            name: Some(format!("k{correlation_id}")),
+            device_id: 0,
+            context_id: lane.0,
+            stream_id: lane.1,
+            correlation_id,
+            graph_id: 0,
+            graph_node_id: 0,
+            start_ns: start,
+            end_ns: end,
+            external_id: None,
+        }
+    }
+
+    fn link(correlation_id: u32, external: u64) -> ActivityRecord {
+        ActivityRecord {
+            kind: ActivityKind::ExternalCorrelation,
+            name: None,
+            start_ns: 0,
+            end_ns: 0,
+            external_id: Some(external),
+            ..kernel(LANE_A, correlation_id, 0, 0)
+        }
+    }
+
+    /// (name, depth, begin, end) of each zone of each batch.
+    fn shape(out: &Emitted) -> Vec<Vec<(String, u32, i64, i64)>> {
+        out.batches
+            .iter()
+            .map(|(_, zones)| {
+                zones
+                    .iter()
+                    .map(|z| (z.location.name().to_owned(), z.depth, z.host_begin_ns, z.host_end_ns))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn ns(t: u64) -> i64 {
+        t as i64
+    }
+
+    #[test]
+    fn a_tree_comes_out_nested_with_spans_of_its_work() {
+        let mut a = Assembler::new(0);
+        // list(1) { pass(2) { k10 k11 } k12 }
+        a.close(zone(2, 1, 1, "pass"));
+        a.close(zone(1, 0, 0, "list"));
+        a.records(
+            vec![
+                link(10, 2),
+                link(11, 2),
+                link(12, 1),
+                kernel(LANE_A, 10, 100, 110),
+                kernel(LANE_A, 11, 120, 130),
+                kernel(LANE_A, 12, 140, 150),
+            ],
+            ns,
+        );
+        let out = a.emit(false);
+        assert_eq!(
+            shape(&out),
+            vec![vec![
+                ("list".into(), 0, 100, 150),
+                ("pass".into(), 1, 100, 130),
+                ("k10".into(), 2, 100, 110),
+                ("k11".into(), 2, 120, 130),
+                ("k12".into(), 1, 140, 150),
+            ]]
+        );
+        assert_eq!((out.user_zones, out.activities, out.empty_zones), (2, 3, 0));
+        assert_eq!(out.batches[0].0, 1, "a tree's batch is named by its root");
+        let launch = out.batches[0].1[0].launch.expect("user zones carry their launch");
+        assert_eq!(launch.host_begin_ns, 1);
+        assert_eq!(a.pending(), 0, "an emitted tree is forgotten");
+    }
+
+    #[test]
+    fn a_lane_waits_for_an_open_zone_and_for_final_links() {
+        let mut a = Assembler::new(0);
+        // Zone 1 still open: its kernel arrives, and an unowned one behind it.
+        a.records(vec![link(10, 1), kernel(LANE_A, 10, 100, 110), kernel(LANE_A, 11, 120, 130)], ns);
+        let out = a.emit(false);
+        assert!(out.batches.is_empty(), "the front's zone is open: the lane waits");
+        // Closed, but no flush has followed its close yet: another launch may be undelivered.
+        a.close(zone(1, 0, 0, "list"));
+        assert!(a.emit(false).batches.is_empty(), "links not final: the lane waits");
+        a.records(vec![link(12, 1)], ns);
+        assert!(a.emit(false).batches.is_empty(), "a linked record has not arrived");
+        a.records(vec![kernel(LANE_A, 12, 140, 150)], ns);
+        let out = a.emit(false);
+        assert_eq!(
+            shape(&out),
+            vec![
+                vec![("list".into(), 0, 100, 150), ("k10".into(), 1, 100, 110), ("k12".into(), 1, 140, 150)],
+                vec![("k11".into(), 0, 120, 130)],
+            ]
+        );
+    }
+
+    #[test]
+    fn work_outside_zones_and_on_other_lanes_comes_out_alone() {
+        let mut a = Assembler::new(5);
+        a.close(zone(1, 0, 0, "list"));
+        a.close(zone(3, 0, 0, "idle"));
+        a.records(
+            vec![
+                kernel(LANE_B, 9, 50, 60),
+                link(10, 1),
+                link(11, 1),
+                kernel(LANE_A, 10, 100, 110),
+                kernel(LANE_B, 11, 120, 130),
+            ],
+            ns,
+        );
+        let out = a.emit(false);
+        assert_eq!(
+            shape(&out),
+            vec![
+                vec![("list".into(), 0, 100, 110), ("k10".into(), 1, 100, 110)],
+                vec![("k9".into(), 0, 50, 60)],
+                vec![("k11".into(), 0, 120, 130)],
+            ]
+        );
+        assert_eq!(out.batches[1].1[0].lane, Lane::Stream(key(LANE_B)));
+        assert_eq!(out.batches[1].1[0].gpu_begin_ns, 45, "GPU times count from the base");
+        assert_eq!(out.empty_zones, 1, "a zone with no work is counted, not emitted");
+        assert_eq!(a.pending(), 0);
+    }
+
+    #[test]
+    fn force_emits_what_arrived() {
+        let mut a = Assembler::new(0);
+        a.close(zone(1, 0, 0, "list"));
+        // Launch 11's record was dropped by CUPTI; zone 5 never closed.
+        a.records(
+            vec![
+                link(10, 1),
+                link(11, 1),
+                link(12, 5),
+                kernel(LANE_A, 10, 100, 110),
+                kernel(LANE_B, 12, 120, 130),
+            ],
+            ns,
+        );
+        assert!(a.emit(false).batches.is_empty());
+        let out = a.emit(true);
+        assert_eq!(
+            shape(&out),
+            vec![
+                vec![("list".into(), 0, 100, 110), ("k10".into(), 1, 100, 110)],
+                vec![("k12".into(), 0, 120, 130)],
+            ]
+        );
+        assert_eq!(a.pending(), 0, "nothing is held after a forced pass");
+    }
+
+    #[test]
+    fn a_later_launch_on_the_lane_completes_a_tree_with_a_link_that_never_has_a_record() {
+        let mut a = Assembler::new(0);
+        a.close(zone(1, 0, 0, "list"));
+        // Launch 11 gives no record (a call that enqueued nothing, or work on another lane).
+        a.records(vec![link(10, 1), link(11, 1), kernel(LANE_A, 10, 100, 110)], ns);
+        assert!(a.emit(false).batches.is_empty(), "launch 11's record may still come");
+        a.records(vec![kernel(LANE_A, 12, 120, 130)], ns);
+        assert_eq!(
+            shape(&a.emit(false)),
+            vec![
+                vec![("list".into(), 0, 100, 110), ("k10".into(), 1, 100, 110)],
+                vec![("k12".into(), 0, 120, 130)]
+            ]
+        );
+        assert_eq!(a.pending(), 0);
+    }
+
+    #[test]
+    fn a_graph_launch_is_one_link_for_all_its_nodes() {
+        let mut a = Assembler::new(0);
+        a.close(zone(1, 0, 0, "replay"));
+        a.records(vec![link(10, 1), kernel(LANE_A, 10, 100, 110), kernel(LANE_A, 10, 120, 130)], ns);
+        let out = a.emit(false);
+        assert_eq!(
+            shape(&out),
+            vec![vec![
+                ("replay".into(), 0, 100, 130),
+                ("k10".into(), 1, 100, 110),
+                ("k10".into(), 1, 120, 130)
+            ]]
+        );
+        // A node's record that trails its emitted tree comes out alone, never a second tree.
+        a.records(vec![kernel(LANE_A, 10, 140, 150)], ns);
+        assert_eq!(shape(&a.emit(false)), vec![vec![("k10".into(), 0, 140, 150)]]);
+        assert_eq!(a.pending(), 0);
+    }
+
+    #[test]
+    fn graph_work_carries_its_graph_and_node() {
+        let mut a = Assembler::new(0);
+        let mut record = kernel(LANE_A, 10, 100, 110);
+        record.graph_id = 3;
+        record.graph_node_id = 42;
+        a.records(vec![record], ns);
+        let out = a.emit(false);
+        let location = &out.batches[0].1[0].location;
+        let args: Vec<String> = location.args().iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        assert_eq!(args.len(), 2, "{args:?}");
+        assert!(args[0].starts_with("graph=") && args[0].contains('3'), "{args:?}");
+        assert!(args[1].starts_with("graph_node=") && args[1].contains("42"), "{args:?}");
+    }
+}
