@@ -275,15 +275,18 @@ fn cupti_problem(before: &CuptiStats, after: &CuptiStats, launches: usize, lists
     let dropped = after.records_dropped - before.records_dropped;
     let refused = after.buffers_refused - before.buffers_refused;
     let empty = after.empty_zones - before.empty_zones;
+    let incomplete = after.records_incomplete - before.records_incomplete;
     let ok = activities == launches as u64
         && dropped == 0
         && user_zones == lists as u64
         && empty == 0
+        && incomplete == 0
         && after.pending == 0;
     (!ok).then(|| {
         format!(
             "activity zones {activities} of {launches} launches, records dropped {dropped}, buffers refused \
-             {refused}, user zones {user_zones} of {lists} lists, empty user zones {empty}, still pending {}",
+             {refused}, user zones {user_zones} of {lists} lists, empty user zones {empty}, records without times \
+             {incomplete}, still pending {}",
             after.pending
         )
     })
