@@ -9,8 +9,31 @@
 //! counts are in [`ActivityTracer::losses`]. libcupti is opened at run time (cudarc's
 //! dynamic loading); without it `start` fails with [`CuptiError::LibraryNotFound`].
 //!
-//! This module never touches the pool, the collector or the sinks: its records are not zones
-//! yet.
+//! A [`CuptiContext`] makes those records zones, with no CUDA event: every kernel, copy and
+//! memset on its stream's lane, nested in the application's zones ([`CuptiContext::zone`]),
+//! on the crate's host clock, to the same sinks as the event path (Tracy, Chrome, results,
+//! memory, frames). It never touches the event pool.
+//!
+//! ```no_run
+//! use gpu_event_pool::backend::cupti::CuptiContext;
+//! use gpu_event_pool::location;
+//! use gpu_event_pool::sink::memory::MemorySink;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let stream = gpu_event_pool::backend::cuda::CudaBackend::new(0)?.new_stream()?;
+//! let zones = MemorySink::new();
+//! let ctx = CuptiContext::builder().name("gpu0").sink(zones.clone()).build()?;
+//! {
+//!     let _pass = ctx.zone(&stream, location!("pass"));
+//!     // ... launch kernels on `stream`: each becomes a child zone of "pass" ...
+//! }
+//! stream.synchronize()?;
+//! ctx.flush()?; // or `collect()` now and then while the work runs
+//! assert_eq!(ctx.stats().records_dropped, 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The tracer alone gives the records:
 //!
 //! ```no_run
 //! use gpu_event_pool::backend::cupti::{ActivityTracer, TracerConfig};
