@@ -8,6 +8,7 @@
 //! cargo run --release --example demo -- --devices 3
 //! cargo run --release --features tracing --example demo -- --cpu-spans
 //! cargo run --release --example demo --features vulkan -- --backend vulkan --lists 50
+//! cargo run --release --example demo --features cupti -- --backend cupti --lists 50
 //! ```
 //!
 //! With `--cpu-spans` (feature `tracing`), the trace also holds the recording threads' CPU
@@ -98,6 +99,16 @@ struct Args {
     #[cfg(feature = "tracing")]
     #[arg(long)]
     cpu_spans: bool,
+    /// CUPTI activity buffers, all allocated at start (`--backend cupti`): CUPTI drops records
+    /// while none is free [default: `TracerConfig`'s, 4].
+    #[cfg(feature = "cupti")]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    cupti_buffers: Option<u32>,
+    /// Size of each CUPTI activity buffer in KiB (`--backend cupti`) [default: `TracerConfig`'s,
+    /// 8192].
+    #[cfg(feature = "cupti")]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    cupti_buffer_kib: Option<u32>,
 }
 
 impl Args {
@@ -122,11 +133,21 @@ enum BackendKind {
     /// stream a lane of the device's queue.
     #[cfg(feature = "vulkan")]
     Vulkan,
+    /// CUDA device 0 traced through CUPTI's activity records (built with `--features cupti`):
+    /// each command buffer and dispatch is a user zone on its stream, each dispatch's spin
+    /// kernel a zone CUPTI reports inside it; no event pool (`--capacity`, `--initial-capacity`
+    /// and `--window` do not apply), one device.
+    #[cfg(feature = "cupti")]
+    Cupti,
 }
 
 #[cfg(feature = "vulkan")]
 #[path = "demo/vulkan.rs"]
 mod vulkan_gpu;
+
+#[cfg(feature = "cupti")]
+#[path = "demo/cupti.rs"]
+mod cupti_gpu;
 
 /// One GPU as the demo drives it: the crate's `Backend`, plus queues and kernels.
 trait DemoGpu: Sync {
@@ -275,6 +296,8 @@ fn main() {
         BackendKind::Cuda => cuda_gpu::open(devices).and_then(|gpus| run(gpus, &args)),
         #[cfg(feature = "vulkan")]
         BackendKind::Vulkan => vulkan_gpu::open(devices).and_then(|gpus| run(gpus, &args)),
+        #[cfg(feature = "cupti")]
+        BackendKind::Cupti => cupti_gpu::run_cupti(&args),
     };
     if let Err(message) = result {
         eprintln!("error: {message}");
