@@ -1,0 +1,526 @@
+//! Host cost of timing kernels: bare launches, against the event path (a `TracingContext`
+//! zone around each launch) and the CUPTI path (a `CuptiContext`: every launch becomes a zone
+//! from CUPTI's activity records, with no event recorded), in one run of one process.
+//!
+//! Each recording thread has its own stream and launches the crate's spin kernel for 0 ns
+//! (the cheapest real kernel), in lists of `LAUNCHES_PER_LIST`:
+//!
+//! - `untraced`: the bare `cuLaunchKernel` calls.
+//! - `events`: a `TracingContext` (as `ours` in `benches/cuda.rs`), one zone per launch:
+//!   `zone_begin` before the list's first launch, `zone_next` before each later one, one
+//!   `zone_end` after the last; then submit, `collect()` (it returns at once when another
+//!   thread is collecting), and a flush when more than `BACKPRESSURE_SLOTS` slots are in use.
+//! - `cupti`: a `CuptiContext` with no sink (only its counters), one user zone
+//!   (`ctx.zone(&stream, ..)`) around each list; after each list the thread calls
+//!   `ctx.collect()` (it returns at once when another thread is collecting).
+//!
+//! CUPTI is process-wide and slows every launch while it is on, so `untraced` and `events`
+//! run first at every thread count; then the `CuptiContext` is built, `cupti` runs at every
+//! thread count, and the context is dropped. After each run's loops every stream is
+//! synchronized (the GPU wait, not host work), then the context is flushed (`events`: the
+//! `TracingContext`; `cupti`: `ctx.flush()`), and the counters are checked: every launch a
+//! zone (`cupti`: activities == launches and no record dropped); a failed check prints a
+//! `WARNING` line and is noted in the results.
+//!
+//! Reported for each implementation and thread count (each configuration runs `RUNS` times
+//! after a short warm-up; each figure is the best of its runs): host nanoseconds per launch
+//! per thread (the recording loops: launches, zones, submits and collects), and launches
+//! (= GPU zones) per second end to end (all threads, from the start to the end of the final
+//! flush, the GPU wait included). Then issue 30's goals as ratios of this run's figures:
+//! `cupti/untraced` host cost per launch at 1 thread (goal <= 1.3), `cupti/untraced` launch
+//! rate at 16 threads (goal >= 0.90), `cupti/events` zones per second at 16 threads (goal
+//! >= 2.0).
+//!
+//! Without a CUDA device it prints `SKIPPED: no CUDA device (...)` and exits successfully;
+//! when the `CuptiContext` cannot be built (no libcupti, another CUPTI client, no permission
+//! to profile) it prints `SKIPPED: ...` with the error after the untraced and events rows, and
+//! exits successfully. `BENCH_CUPTI_LISTS` sets the lists per thread (default 300);
+//! `BENCH_CUPTI_THREADS` (e.g. `1,16`) runs some of the thread counts; `BENCH_CUPTI_BUFFERS`
+//! and `BENCH_CUPTI_BUFFER_MB` set the CUPTI tracer's buffer count and size (default
+//! `TracerConfig::default()`). Results also go to `$BENCH_RESULTS_DIR/cupti.json` (see
+//! `benches/common/results.rs`).
+
+#[path = "common/results.rs"]
+mod results;
+
+use cudarc::driver::CudaStream;
+use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, SpinKernel};
+use gpu_event_pool::backend::cupti::{CuptiContext, CuptiStats, TracerConfig};
+use gpu_event_pool::{location, Config, Stats, TracingContext};
+use results::{Record, Results};
+use std::collections::HashMap;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const LAUNCHES_PER_LIST: usize = 64;
+const THREADS: [usize; 3] = [1, 4, 16];
+/// Each configuration runs this many times; the best figure of the runs is reported.
+const RUNS: usize = 3;
+/// The spin kernel's duration: 0 ns, the cheapest real kernel.
+const SPIN_NS: u64 = 0;
+/// Above this many slots in use the `events` path flushes before going on (as `ours` in
+/// `benches/cuda.rs`, which explains the figure).
+const BACKPRESSURE_SLOTS: usize = 12 * 1024;
+
+/// How one configuration launches and times its kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Implementation {
+    Untraced,
+    Events,
+    Cupti,
+}
+
+impl Implementation {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Untraced => "untraced",
+            Self::Events => "events",
+            Self::Cupti => "cupti",
+        }
+    }
+
+    fn mode(self) -> &'static str {
+        match self {
+            Self::Untraced => "bare launches",
+            Self::Events => "TracingContext, zone per launch",
+            Self::Cupti => "CuptiContext, zone per list",
+        }
+    }
+}
+
+/// One measured run.
+#[derive(Debug, Clone)]
+struct Run {
+    /// From the common start until the last recording thread finished its loop.
+    loop_wall: Duration,
+    /// Then waiting for the GPU to run everything (not host work).
+    gpu_wait: Duration,
+    /// Then the final flush of the context (none untraced).
+    read: Duration,
+    /// Kernels launched, all threads.
+    launches: usize,
+    /// Backpressure flushes (`events`).
+    flushes: usize,
+    /// What the counters said was wrong (a zone missing, a record dropped), if anything.
+    problem: Option<String>,
+}
+
+impl Run {
+    /// Host time per launch, per thread: the recording loops.
+    fn host_ns_per_launch(&self, threads: usize) -> f64 {
+        self.loop_wall.as_nanos() as f64 * threads as f64 / self.launches as f64
+    }
+
+    /// Launches (GPU zones) per second from the start to the end of the final flush, all
+    /// threads together.
+    fn launches_per_sec(&self) -> f64 {
+        self.launches as f64 / (self.loop_wall + self.gpu_wait + self.read).as_secs_f64()
+    }
+}
+
+/// Runs `work(stream)` on `threads` threads at once, each on a stream of its own. Measures the
+/// loops, waits for the GPU, then runs `finish` (measured: the final flush) while the streams
+/// are still alive. Returns the run (`launches` from the threads' counts, `flushes` summed)
+/// and what `finish` returned.
+fn on_threads<F>(
+    cuda: &CudaBackend,
+    threads: usize,
+    work: impl Fn(&Arc<CudaStream>) -> (usize, usize) + Sync,
+    finish: impl FnOnce() -> F,
+) -> (Run, F) {
+    let streams: Vec<_> = (0..threads).map(|_| cuda.new_stream().expect("stream")).collect();
+    let barrier = Barrier::new(threads + 1);
+    let (loop_wall, outputs) = std::thread::scope(|s| {
+        let workers: Vec<_> = streams
+            .iter()
+            .map(|stream| {
+                let (barrier, work) = (&barrier, &work);
+                s.spawn(move || {
+                    barrier.wait();
+                    work(stream)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let outputs: Vec<_> = workers.into_iter().map(|w| w.join().expect("worker")).collect();
+        (start.elapsed(), outputs)
+    });
+    let start = Instant::now();
+    for stream in &streams {
+        stream.synchronize().expect("synchronize");
+    }
+    let gpu_wait = start.elapsed();
+    let start = Instant::now();
+    let finished = finish();
+    let read = start.elapsed();
+    let run = Run {
+        loop_wall,
+        gpu_wait,
+        read,
+        launches: outputs.iter().map(|o| o.0).sum(),
+        flushes: outputs.iter().map(|o| o.1).sum(),
+        problem: None,
+    };
+    (run, finished)
+}
+
+/// Bare launches.
+fn untraced(cuda: &CudaBackend, spin: &SpinKernel, threads: usize, lists: usize) -> Run {
+    let (run, ()) = on_threads(
+        cuda,
+        threads,
+        |stream| {
+            for _ in 0..lists * LAUNCHES_PER_LIST {
+                spin.launch(stream, SPIN_NS).expect("launch");
+            }
+            (lists * LAUNCHES_PER_LIST, 0)
+        },
+        || (),
+    );
+    run
+}
+
+/// The event path: one zone per launch (`zone_begin`, then `zone_next`, one `zone_end`),
+/// submit and collect after each list, flush past `BACKPRESSURE_SLOTS`.
+fn events(
+    cuda: &CudaBackend,
+    spin: &SpinKernel,
+    ctx: &TracingContext<CudaBackend>,
+    threads: usize,
+    lists: usize,
+) -> Run {
+    let before = ctx.stats();
+    let (mut run, after) = on_threads(
+        cuda,
+        threads,
+        |stream| {
+            let mut flushes = 0;
+            for _ in 0..lists {
+                let mut list = ctx.list();
+                list.zone_begin(stream, location!("launch")).expect("begin");
+                spin.launch(stream, SPIN_NS).expect("launch");
+                for _ in 1..LAUNCHES_PER_LIST {
+                    list.zone_next(stream, location!("launch")).expect("next");
+                    spin.launch(stream, SPIN_NS).expect("launch");
+                }
+                list.zone_end(stream).expect("end");
+                ctx.submit(list).expect("submit");
+                ctx.collect().expect("collect");
+                if ctx.stats().in_use > BACKPRESSURE_SLOTS {
+                    ctx.flush().expect("flush");
+                    flushes += 1;
+                }
+            }
+            (lists * LAUNCHES_PER_LIST, flushes)
+        },
+        || {
+            ctx.flush().expect("flush");
+            ctx.stats()
+        },
+    );
+    run.problem = events_problem(&before, &after, run.launches);
+    run
+}
+
+/// What the `TracingContext`'s counters say went wrong in a run of `launches` zones, if
+/// anything.
+fn events_problem(before: &Stats, after: &Stats, launches: usize) -> Option<String> {
+    let zones = after.zones_emitted - before.zones_emitted;
+    let dropped = after.dropped_zones - before.dropped_zones;
+    let failed = after.lists_failed - before.lists_failed;
+    let ok = zones == launches && dropped == 0 && failed == 0 && after.in_use == 0;
+    (!ok).then(|| {
+        format!(
+            "zones emitted {zones} of {launches} launches, dropped {dropped}, lists failed {failed}, \
+             slots still in use {}",
+            after.in_use
+        )
+    })
+}
+
+/// The CUPTI path: one user zone around each list of launches, `collect()` after each list;
+/// the final `flush()` after the GPU wait.
+fn cupti(cuda: &CudaBackend, spin: &SpinKernel, ctx: &CuptiContext, threads: usize, lists: usize) -> Run {
+    let before = ctx.stats();
+    let (mut run, after) = on_threads(
+        cuda,
+        threads,
+        |stream| {
+            for _ in 0..lists {
+                {
+                    let _list = ctx.zone(stream, location!("list"));
+                    for _ in 0..LAUNCHES_PER_LIST {
+                        spin.launch(stream, SPIN_NS).expect("launch");
+                    }
+                }
+                ctx.collect().expect("collect");
+            }
+            (lists * LAUNCHES_PER_LIST, 0)
+        },
+        || {
+            ctx.flush().expect("flush");
+            ctx.stats()
+        },
+    );
+    run.problem = cupti_problem(&before, &after, run.launches, threads * lists);
+    run
+}
+
+/// What the `CuptiContext`'s counters say went wrong in a run of `launches` launches in
+/// `lists` user zones, if anything.
+fn cupti_problem(before: &CuptiStats, after: &CuptiStats, launches: usize, lists: usize) -> Option<String> {
+    let activities = after.activities - before.activities;
+    let user_zones = after.user_zones - before.user_zones;
+    let dropped = after.records_dropped - before.records_dropped;
+    let refused = after.buffers_refused - before.buffers_refused;
+    let empty = after.empty_zones - before.empty_zones;
+    let incomplete = after.records_incomplete - before.records_incomplete;
+    let ok = activities == launches as u64
+        && dropped == 0
+        && user_zones == lists as u64
+        && empty == 0
+        && incomplete == 0
+        && after.pending == 0;
+    (!ok).then(|| {
+        format!(
+            "activity zones {activities} of {launches} launches, records dropped {dropped}, buffers refused \
+             {refused}, user zones {user_zones} of {lists} lists, empty user zones {empty}, records without times \
+             {incomplete}, still pending {}",
+            after.pending
+        )
+    })
+}
+
+/// The lists per thread and the thread counts to run, from the environment.
+fn settings() -> (usize, Vec<usize>) {
+    let lists = std::env::var("BENCH_CUPTI_LISTS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let threads = match std::env::var("BENCH_CUPTI_THREADS") {
+        Ok(v) => v
+            .split(',')
+            .map(|t| t.trim().parse().expect("BENCH_CUPTI_THREADS: thread counts, e.g. 1,16"))
+            .collect(),
+        Err(_) => THREADS.to_vec(),
+    };
+    (lists, threads)
+}
+
+/// `TracerConfig::default()`, with `BENCH_CUPTI_BUFFERS` buffers of `BENCH_CUPTI_BUFFER_MB`
+/// MiB where set.
+fn tracer_config() -> TracerConfig {
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<usize>().ok());
+    let mut config = TracerConfig::default();
+    if let Some(count) = var("BENCH_CUPTI_BUFFERS") {
+        config.buffer_count = count;
+    }
+    if let Some(mb) = var("BENCH_CUPTI_BUFFER_MB") {
+        config.buffer_size = mb << 20;
+    }
+    config
+}
+
+/// The best figures of one configuration's runs.
+#[derive(Debug, Clone, Copy)]
+struct Best {
+    host_ns: f64,
+    per_sec: f64,
+    /// Of the run with the most launches per second (the rest below too).
+    gpu_wait: Duration,
+    read: Duration,
+    launches: usize,
+    flushes: usize,
+}
+
+/// Runs one configuration: a warm-up of a tenth of the lists, then `RUNS` runs. Prints its row
+/// and a `WARNING` line for each run whose counters were wrong; records it in `out`.
+fn measure(
+    implementation: Implementation,
+    threads: usize,
+    lists: usize,
+    device: &str,
+    out: &mut Results,
+    run_once: impl Fn(usize) -> Run,
+) -> (Best, bool) {
+    let mut problems = Vec::new();
+    let mut check = |label: String, run: &Run| {
+        if let Some(problem) = &run.problem {
+            let line = format!(
+                "WARNING !!! {} at {threads} threads, {label}: NOT every launch became a zone: {problem}",
+                implementation.name()
+            );
+            println!("{line}");
+            eprintln!("{line}");
+            problems.push(format!("{label}: {problem}"));
+        }
+    };
+    check("warm-up".to_owned(), &run_once(lists / 10 + 1));
+    let runs: Vec<Run> = (0..RUNS).map(|_| run_once(lists)).collect();
+    for (i, run) in runs.iter().enumerate() {
+        check(format!("run {}", i + 1), run);
+    }
+    let host_ns = runs.iter().map(|r| r.host_ns_per_launch(threads)).fold(f64::INFINITY, f64::min);
+    let fastest =
+        runs.iter().max_by(|a, b| a.launches_per_sec().total_cmp(&b.launches_per_sec())).expect("runs");
+    let best = Best {
+        host_ns,
+        per_sec: fastest.launches_per_sec(),
+        gpu_wait: fastest.gpu_wait,
+        read: fastest.read,
+        launches: fastest.launches,
+        flushes: fastest.flushes,
+    };
+    let ok = problems.is_empty();
+    println!(
+        "{:<9} {:>7} {:>15.0} {:>16.0} {:>12.1} {:>13.2} {:>8} {:>11}",
+        implementation.name(),
+        threads,
+        best.host_ns,
+        best.per_sec,
+        best.gpu_wait.as_secs_f64() * 1e3,
+        best.read.as_secs_f64() * 1e3,
+        best.flushes,
+        if ok { "yes" } else { "NO" }
+    );
+    out.push(Record {
+        group: "cupti_launch".to_owned(),
+        implementation: implementation.name().to_owned(),
+        mode: implementation.mode().to_owned(),
+        threads,
+        ns_per_op: Some(best.host_ns),
+        zones_per_sec: Some(best.per_sec),
+        samples: Some(best.launches as u64),
+        note: format!(
+            "host ns per launch per thread (recording loops), best of {RUNS}; e2e launches (GPU zones)/s, \
+             best of {RUNS}, whose GPU wait {:.1} ms, final flush {:.2} ms, backpressure flushes {}; \
+             every launch a zone: {}; device {device}",
+            best.gpu_wait.as_secs_f64() * 1e3,
+            best.read.as_secs_f64() * 1e3,
+            best.flushes,
+            if ok { "yes".to_owned() } else { format!("NO ({})", problems.join("; ")) }
+        ),
+        ..Record::default()
+    });
+    (best, ok)
+}
+
+fn main() {
+    let cuda = match CudaBackend::new(0) {
+        Ok(cuda) => cuda,
+        Err(e) if is_no_device(&e) => {
+            eprintln!("SKIPPED: no CUDA device ({e}): benches/cupti.rs measures nothing here");
+            return;
+        }
+        Err(e) => panic!("the CUDA driver is present but unusable: {e}"),
+    };
+    let spin = SpinKernel::load(&cuda).expect("load the spin kernel");
+    let (lists, thread_counts) = settings();
+    let device = cuda.context().name().unwrap_or_else(|_| "unknown".to_owned());
+    println!(
+        "device: {device}; {} CPU cores; spin kernel of {SPIN_NS} ns; {LAUNCHES_PER_LIST} launches per list; \
+         {lists} lists per thread; best of {RUNS}",
+        results::cores_available()
+    );
+    println!(
+        "{:<9} {:>7} {:>15} {:>16} {:>12} {:>13} {:>8} {:>11}",
+        "impl",
+        "threads",
+        "host ns/launch",
+        "e2e launches/s",
+        "GPU wait ms",
+        "final flush ms",
+        "flushes",
+        "all zones"
+    );
+
+    let mut out = Results::default();
+    let mut best: HashMap<(Implementation, usize), (Best, bool)> = HashMap::new();
+    for &threads in &thread_counts {
+        let figures = measure(Implementation::Untraced, threads, lists, &device, &mut out, |n| {
+            untraced(&cuda, &spin, threads, n)
+        });
+        best.insert((Implementation::Untraced, threads), figures);
+    }
+    {
+        let mut config = Config::default();
+        config.initial_capacity = 1024;
+        let ctx = TracingContext::builder(cuda.clone()).config(config).build().expect("context");
+        for &threads in &thread_counts {
+            let figures = measure(Implementation::Events, threads, lists, &device, &mut out, |n| {
+                events(&cuda, &spin, &ctx, threads, n)
+            });
+            best.insert((Implementation::Events, threads), figures);
+        }
+    }
+
+    // CUPTI last: it slows every launch in the process while it is on.
+    let started = Instant::now();
+    let tracer = tracer_config();
+    let ctx = match CuptiContext::builder().name("gpu0").tracer(tracer).build() {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("SKIPPED: cupti: the CuptiContext could not be built ({e}): no cupti rows");
+            out.write("cupti");
+            return;
+        }
+    };
+    println!(
+        "CuptiContext built in {:.1} ms ({} buffers of {} MiB)",
+        started.elapsed().as_secs_f64() * 1e3,
+        tracer.buffer_count,
+        tracer.buffer_size >> 20
+    );
+    for &threads in &thread_counts {
+        let figures = measure(Implementation::Cupti, threads, lists, &device, &mut out, |n| {
+            cupti(&cuda, &spin, &ctx, threads, n)
+        });
+        best.insert((Implementation::Cupti, threads), figures);
+    }
+    let stats = ctx.stats();
+    println!("CuptiContext at the end: {stats:?}");
+    let started = Instant::now();
+    drop(ctx);
+    println!("CuptiContext dropped in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+
+    goals(&best, &mut out);
+    out.write("cupti");
+}
+
+/// Issue 30's goals, as ratios of this run's figures: a table with verdicts.
+fn goals(best: &HashMap<(Implementation, usize), (Best, bool)>, out: &mut Results) {
+    use Implementation::{Cupti, Events, Untraced};
+    type Figure = fn(&Best) -> f64;
+    let host: Figure = |b| b.host_ns;
+    let rate: Figure = |b| b.per_sec;
+    // (what, threads, numerator, denominator, figure, at most (else at least), goal)
+    let rows: [(&str, usize, Implementation, Implementation, Figure, bool, f64); 3] = [
+        ("cupti/untraced host ns per launch", 1, Cupti, Untraced, host, true, 1.3),
+        ("cupti/untraced launches/s e2e", 16, Cupti, Untraced, rate, false, 0.90),
+        ("cupti/events zones/s e2e", 16, Cupti, Events, rate, false, 2.0),
+    ];
+    println!("issue 30's goals (ratios of this run's figures):");
+    println!("{:<36} {:>7} {:>7} {:>8}  verdict", "ratio", "threads", "value", "goal");
+    for (what, threads, num, den, figure, at_most, goal) in rows {
+        let goal_text = format!("{} {goal:.2}", if at_most { "<=" } else { ">=" });
+        let (Some(&(a, a_ok)), Some(&(b, b_ok))) = (best.get(&(num, threads)), best.get(&(den, threads)))
+        else {
+            println!("{what:<36} {threads:>7} {:>7} {goal_text:>8}  not measured (threads not run)", "-");
+            continue;
+        };
+        let ratio = figure(&a) / figure(&b);
+        let met = if at_most { ratio <= goal } else { ratio >= goal };
+        let mut verdict = if met { "met" } else { "not met" }.to_owned();
+        if !(a_ok && b_ok) {
+            verdict.push_str(" (but not every launch became a zone: see WARNING)");
+        }
+        println!("{what:<36} {threads:>7} {ratio:>7.3} {goal_text:>8}  {verdict}");
+        out.push(Record {
+            group: "cupti_goals".to_owned(),
+            implementation: num.name().to_owned(),
+            mode: what.to_owned(),
+            threads,
+            ns_per_op: Some(ratio),
+            note: format!("ratio (in ns_per_op) {ratio:.3}, goal {goal_text}: {verdict}"),
+            ..Record::default()
+        });
+    }
+}
