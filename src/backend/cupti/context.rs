@@ -179,6 +179,10 @@ impl CuptiBuilder {
     /// [`ActivityTracer`]) already runs in this process; nothing is left behind then.
     pub fn build(self) -> Result<CuptiContext, CuptiError> {
         super::library_present()?;
+        if super::STARTED.load(std::sync::atomic::Ordering::Acquire) {
+            // Leave the running tracer's clock alone.
+            return Err(CuptiError::AlreadyStarted);
+        }
         let origin = origin();
         // Before the tracer enables any kind, so that every record is on one clock.
         // Safety: `host_clock` is a plain function that touches only `ORIGIN`.
@@ -186,7 +190,16 @@ impl CuptiBuilder {
             Ok(()) => ClockSource::Callback,
             Err(_) => ClockSource::Offset,
         };
-        let tracer = ActivityTracer::start_with(self.tracer, Some(on_launch))?;
+        let tracer = match ActivityTracer::start_with(self.tracer, Some(on_launch)) {
+            Ok(tracer) => tracer,
+            Err(e) => {
+                if clock == ClockSource::Callback && e != CuptiError::AlreadyStarted {
+                    // Safety: clearing the callback registered above; no tracer runs.
+                    let _ = unsafe { sys::cuptiActivityRegisterTimestampCallback(None) };
+                }
+                return Err(e);
+            }
+        };
         // Links of an earlier context's zones: their ids are never reused, but drop them.
         while LINKS.pop().is_some() {}
         let base_host_ns = host_now_ns();
