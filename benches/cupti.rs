@@ -11,8 +11,9 @@
 //!   `zone_end` after the last; then submit, `collect()` (it returns at once when another
 //!   thread is collecting), and a flush when more than `BACKPRESSURE_SLOTS` slots are in use.
 //! - `cupti`: a `CuptiContext` with no sink (only its counters), one user zone
-//!   (`ctx.zone(&stream, ..)`) around each list; after each list the thread calls
-//!   `ctx.collect()` (it returns at once when another thread is collecting).
+//!   (`ctx.zone(&stream, ..)`) around each list; a collector thread calls `ctx.collect()`
+//!   every millisecond while the threads record (the recording threads do not collect: CUPTI
+//!   hands its buffers over on its own period).
 //!
 //! CUPTI is process-wide and slows every launch while it is on, so `untraced` and `events`
 //! run first at every thread count; then the `CuptiContext` is built, `cupti` runs at every
@@ -37,7 +38,7 @@
 //! exits successfully. `BENCH_CUPTI_LISTS` sets the lists per thread (default 300);
 //! `BENCH_CUPTI_THREADS` (e.g. `1,16`) runs some of the thread counts; `BENCH_CUPTI_BUFFERS`
 //! and `BENCH_CUPTI_BUFFER_MB` set the CUPTI tracer's buffer count and size (default
-//! `TracerConfig::default()`). Results also go to `$BENCH_RESULTS_DIR/cupti.json` (see
+//! `CuptiBuilder::DEFAULT_TRACER`). Results also go to `$BENCH_RESULTS_DIR/cupti.json` (see
 //! `benches/common/results.rs`).
 
 #[path = "common/results.rs"]
@@ -45,10 +46,11 @@ mod results;
 
 use cudarc::driver::CudaStream;
 use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, SpinKernel};
-use gpu_event_pool::backend::cupti::{CuptiContext, CuptiStats, TracerConfig};
+use gpu_event_pool::backend::cupti::{CuptiBuilder, CuptiContext, CuptiStats, TracerConfig};
 use gpu_event_pool::{location, Config, Stats, TracingContext};
 use results::{Record, Results};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -58,6 +60,8 @@ const THREADS: [usize; 3] = [1, 4, 16];
 const RUNS: usize = 3;
 /// The spin kernel's duration: 0 ns, the cheapest real kernel.
 const SPIN_NS: u64 = 0;
+/// How often the `cupti` collector thread collects.
+const COLLECT_PERIOD: Duration = Duration::from_millis(1);
 /// Above this many slots in use the `events` path flushes before going on (as `ours` in
 /// `benches/cuda.rs`, which explains the figure).
 const BACKPRESSURE_SLOTS: usize = 12 * 1024;
@@ -239,30 +243,41 @@ fn events_problem(before: &Stats, after: &Stats, launches: usize) -> Option<Stri
     })
 }
 
-/// The CUPTI path: one user zone around each list of launches, `collect()` after each list;
-/// the final `flush()` after the GPU wait.
+/// The CUPTI path: one user zone around each list of launches; a collector thread calls
+/// `collect()` every `COLLECT_PERIOD` while the threads record (CUPTI hands its buffers over
+/// on its own period, so there is nothing for the recording threads to do); the final
+/// `flush()` after the GPU wait.
 fn cupti(cuda: &CudaBackend, spin: &SpinKernel, ctx: &CuptiContext, threads: usize, lists: usize) -> Run {
     let before = ctx.stats();
-    let (mut run, after) = on_threads(
-        cuda,
-        threads,
-        |stream| {
-            for _ in 0..lists {
-                {
+    let recording = AtomicBool::new(true);
+    let (mut run, after) = std::thread::scope(|s| {
+        let collector = s.spawn(|| {
+            while recording.load(Ordering::Acquire) {
+                ctx.collect().expect("collect");
+                std::thread::sleep(COLLECT_PERIOD);
+            }
+        });
+        let out = on_threads(
+            cuda,
+            threads,
+            |stream| {
+                for _ in 0..lists {
                     let _list = ctx.zone(stream, location!("list"));
                     for _ in 0..LAUNCHES_PER_LIST {
                         spin.launch(stream, SPIN_NS).expect("launch");
                     }
                 }
-                ctx.collect().expect("collect");
-            }
-            (lists * LAUNCHES_PER_LIST, 0)
-        },
-        || {
-            ctx.flush().expect("flush");
-            ctx.stats()
-        },
-    );
+                (lists * LAUNCHES_PER_LIST, 0)
+            },
+            || {
+                recording.store(false, Ordering::Release);
+                ctx.flush().expect("flush");
+                ctx.stats()
+            },
+        );
+        collector.join().expect("collector");
+        out
+    });
     run.problem = cupti_problem(&before, &after, run.launches, threads * lists);
     run
 }
@@ -305,11 +320,11 @@ fn settings() -> (usize, Vec<usize>) {
     (lists, threads)
 }
 
-/// `TracerConfig::default()`, with `BENCH_CUPTI_BUFFERS` buffers of `BENCH_CUPTI_BUFFER_MB`
+/// `CuptiBuilder::DEFAULT_TRACER`, with `BENCH_CUPTI_BUFFERS` buffers of `BENCH_CUPTI_BUFFER_MB`
 /// MiB where set.
 fn tracer_config() -> TracerConfig {
     let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<usize>().ok());
-    let mut config = TracerConfig::default();
+    let mut config = CuptiBuilder::DEFAULT_TRACER;
     if let Some(count) = var("BENCH_CUPTI_BUFFERS") {
         config.buffer_count = count;
     }
@@ -455,7 +470,10 @@ fn main() {
     // CUPTI last: it slows every launch in the process while it is on.
     let started = Instant::now();
     let tracer = tracer_config();
-    let ctx = match CuptiContext::builder().name("gpu0").tracer(tracer).build() {
+    // `BENCH_CUPTI_CALLBACK=0`: no launch callback (a diagnostic: what the callback costs; the
+    // user zones then get no work and the check reports them empty).
+    let callback = std::env::var("BENCH_CUPTI_CALLBACK").map_or(true, |v| v != "0");
+    let ctx = match CuptiContext::builder().name("gpu0").tracer(tracer).launch_callback(callback).build() {
         Ok(ctx) => ctx,
         Err(e) => {
             eprintln!("SKIPPED: cupti: the CuptiContext could not be built ({e}): no cupti rows");

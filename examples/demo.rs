@@ -100,12 +100,12 @@ struct Args {
     #[arg(long)]
     cpu_spans: bool,
     /// CUPTI activity buffers, all allocated at start (`--backend cupti`): CUPTI drops records
-    /// while none is free [default: `TracerConfig`'s, 4].
+    /// while none is free [default: `CuptiBuilder::DEFAULT_TRACER`'s, 64].
     #[cfg(feature = "cupti")]
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     cupti_buffers: Option<u32>,
-    /// Size of each CUPTI activity buffer in KiB (`--backend cupti`) [default: `TracerConfig`'s,
-    /// 8192].
+    /// Size of each CUPTI activity buffer in KiB (`--backend cupti`) [default:
+    /// `CuptiBuilder::DEFAULT_TRACER`'s, 1024].
     #[cfg(feature = "cupti")]
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     cupti_buffer_kib: Option<u32>,

@@ -9,7 +9,7 @@
 use super::{check_nesting, dispatch_location, Args, DemoResult, KERNELS};
 use cudarc::driver::CudaStream;
 use gpu_event_pool::backend::cuda::{CudaBackend, SpinKernel};
-use gpu_event_pool::backend::cupti::{CuptiCollected, CuptiContext, CuptiStats, TracerConfig};
+use gpu_event_pool::backend::cupti::{CuptiBuilder, CuptiCollected, CuptiContext, CuptiStats, TracerConfig};
 use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
@@ -46,7 +46,7 @@ fn check_options(args: &Args) -> DemoResult<()> {
 /// The CUPTI buffers: `--cupti-buffers` and `--cupti-buffer-kib`, `TracerConfig`'s defaults
 /// for what is not given.
 fn tracer_config(args: &Args) -> TracerConfig {
-    let default = TracerConfig::default();
+    let default = CuptiBuilder::DEFAULT_TRACER;
     TracerConfig {
         buffer_size: args.cupti_buffer_kib.map_or(default.buffer_size, |kib| kib as usize * 1024),
         buffer_count: args.cupti_buffers.map_or(default.buffer_count, |n| n as usize),
@@ -187,11 +187,12 @@ fn report(args: &Args, r: &Report<'_>) -> DemoResult<()> {
         r.collects, r.flushed.user_zones, r.flushed.activities, stats.pending
     );
     println!(
-        "cupti              {} buffers x {} KiB, clock {:?}, {} sink failures",
+        "cupti              {} buffers x {} KiB, clock {:?}, {} sink failures, {} late batches (records CUPTI held back)",
         r.config.buffer_count,
         r.config.buffer_size / 1024,
         stats.clock,
-        stats.sink_failures
+        stats.sink_failures,
+        stats.late_batches
     );
     let nesting = check_nesting(r.zones);
     match &nesting {

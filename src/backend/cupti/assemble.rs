@@ -2,17 +2,19 @@
 //! (docs/design.md, section 13, "Records as zones"). No CUPTI call here: the context feeds
 //! it, so every rule is tested without a GPU.
 //!
-//! - Each kernel, copy or memset record goes to its lane (its stream) in arrival order, which
-//!   CUPTI keeps in the stream's order. Its owner is the user zone whose external id CUPTI
-//!   tied to its launch (`EXTERNAL_CORRELATION`), if any.
+//! - Each kernel, copy or memset record goes to its lane (its stream), kept in start order,
+//!   which is the stream's order (CUPTI may hand buffers over out of order: it holds back a
+//!   buffer until every record in it is complete). Its owner is the user zone its launch was
+//!   tied to (the launch callback's link, or an `EXTERNAL_CORRELATION` record), if any.
 //! - A user zone tree (a zone with no parent, and the zones closed inside it) is emitted as
-//!   one batch when its root is closed, its links are final (a flush followed its close, so
-//!   every external-correlation record of its launches has been delivered), and every linked
-//!   record has arrived. The batch holds the tree's zones that had work on the root's lane,
-//!   each spanning its work and its children's, and that work as their children.
-//! - A lane's front blocks while its owner's tree is not complete: batches of a lane leave in
-//!   its GPU order. A record with no owner, or whose owner's tree lives on another lane, is
-//!   emitted alone at depth 0.
+//!   one batch when all its zones are closed, their links are final (every launch made in
+//!   them has been linked), and every linked launch has had a record. The batch holds the
+//!   tree's zones that had work on the root's lane, each spanning its work and its
+//!   children's, and that work as their children.
+//! - A lane's front waits while its owner's tree is not complete, so batches of a lane leave
+//!   in start order, except a batch whose records all came after a later batch had left
+//!   (`late_batches`). A record with no owner, or whose owner's tree lives on another lane,
+//!   is emitted alone at depth 0.
 
 use super::record::{ActivityKind, ActivityRecord};
 use crate::backend::Lane;
@@ -69,6 +71,8 @@ pub(super) struct Emitted {
     pub(super) user_zones: usize,
     pub(super) activities: usize,
     pub(super) empty_zones: usize,
+    /// Batches that began before the end of a batch their lane had already emitted.
+    pub(super) late_batches: usize,
 }
 
 /// The lane key of CUPTI's (context id, stream id).
@@ -85,9 +89,10 @@ pub(super) struct Assembler {
     lanes: BTreeMap<u64, VecDeque<Activity>>,
     /// Zones closed since the last `records`: final once that pass's records are in.
     unfinal: Vec<u64>,
-    /// The highest correlation id of a record each lane has had: launches are numbered in the
-    /// order they are made, and a lane's records arrive in its order.
-    latest: HashMap<u64, u32>,
+    /// The latest end each lane has emitted (host clock), to count late batches.
+    emitted_until: HashMap<u64, i64>,
+    /// Roots whose trees may be finished: checked by `sweep`.
+    candidates: Vec<u64>,
     /// Locations of kernels outside graphs, by name.
     names: HashMap<String, Location>,
     /// The host time of GPU time 0 (the context's base).
@@ -110,13 +115,25 @@ impl Assembler {
         self.zones.entry(id).or_default().closed = Some(zone);
         if parent != 0 {
             self.zones.entry(parent).or_default().children.push(id);
+        } else {
+            self.candidates.push(id);
         }
         self.unfinal.push(id);
     }
 
-    /// Ties the launch with CUPTI correlation id `correlation_id` to zone `zone`: given before
-    /// the records of the flush that follows the zone's close.
+    /// Ties the launch with CUPTI correlation id `correlation_id` to zone `zone`, given before
+    /// the records of the flush that follows the zone's close; zone 0 unties it (the call
+    /// failed: it launched nothing).
     pub(super) fn link(&mut self, correlation_id: u32, zone: u64) {
+        if zone == 0 {
+            if let Some((owner, false)) = self.links.get(&correlation_id).copied() {
+                self.links.remove(&correlation_id);
+                if let Some(z) = self.zones.get_mut(&owner) {
+                    z.links.retain(|&c| c != correlation_id);
+                }
+            }
+            return;
+        }
         self.links.insert(correlation_id, (zone, false));
         self.zones.entry(zone).or_default().links.push(correlation_id);
     }
@@ -145,15 +162,11 @@ impl Assembler {
             }
             let (begin, end) = (host(r.start_ns), host(r.end_ns));
             let key = lane_key(r.context_id, r.stream_id);
-            let latest = self.latest.entry(key).or_default();
-            *latest = (*latest).max(r.correlation_id);
             let location = self.location(&r);
-            self.lanes.entry(key).or_default().push_back(Activity {
-                owner,
-                begin,
-                end: end.max(begin),
-                location,
-            });
+            let lane = self.lanes.entry(key).or_default();
+            // In start order: mostly at the back.
+            let at = lane.len() - lane.iter().rev().take_while(|a| a.begin > begin).count();
+            lane.insert(at, Activity { owner, begin, end: end.max(begin), location });
         }
         for id in std::mem::take(&mut self.unfinal) {
             if let Some(zone) = self.zones.get_mut(&id) {
@@ -207,22 +220,14 @@ impl Assembler {
         ids
     }
 
-    /// Whether every zone of `tree` is closed with final links, and either all its launches
-    /// have had a record or lane `key` has had a record of a later launch: then every record
-    /// of the tree's work on that lane is in (a link with no record, say a copy CUPTI does
-    /// not report, or work on another lane, holds nothing up). `force`: closed is enough.
-    fn complete(&self, tree: &[u64], key: u64, force: bool) -> bool {
-        let mut all_arrived = true;
-        let mut last_link = 0;
-        for id in tree {
-            let Some(z) = self.zones.get(id) else { return false };
-            if z.closed.is_none() || !(force || z.final_links) {
-                return false;
-            }
-            all_arrived &= z.arrived == z.links.len();
-            last_link = z.links.iter().copied().fold(last_link, u32::max);
-        }
-        force || all_arrived || self.latest.get(&key).is_some_and(|&latest| latest > last_link)
+    /// Whether every zone of `tree` is closed with final links and every launch linked to it
+    /// has had a record. `force`: closed is enough.
+    fn complete(&self, tree: &[u64], force: bool) -> bool {
+        tree.iter().all(|id| {
+            self.zones.get(id).is_some_and(|z| {
+                z.closed.is_some() && (force || (z.final_links && z.arrived == z.links.len()))
+            })
+        })
     }
 
     /// Emits every batch that is ready, each lane in its order. `force` (after a forced
@@ -245,7 +250,7 @@ impl Assembler {
                     (Some(_), _) if emitted => self.emit_alone(key, &mut out),
                     (Some(root), Some(lane)) if lane == key => {
                         let tree = self.tree(root);
-                        if self.complete(&tree, key, force) {
+                        if self.complete(&tree, force) {
                             self.emit_tree(key, root, &tree, &mut out);
                         } else if force {
                             self.emit_alone(key, &mut out);
@@ -273,9 +278,12 @@ impl Assembler {
         if let Some(zone) = activity.owner.and_then(|id| self.zones.get_mut(&id)) {
             zone.waiting -= 1;
         }
+        if let Some(root) = activity.owner.and_then(|id| self.root(id)) {
+            self.candidates.push(root);
+        }
         let zone = self.zone(activity.location, key, 0, activity.begin, activity.end);
         out.activities += 1;
-        out.batches.push((0, vec![zone]));
+        self.push_batch(key, 0, vec![zone], out);
     }
 
     fn zone(&self, location: Location, key: u64, depth: u32, begin: i64, end: i64) -> Zone {
@@ -286,10 +294,21 @@ impl Assembler {
     /// Emits `root`'s tree as one batch: its work on lane `key`, and its zones that had some.
     fn emit_tree(&mut self, key: u64, root: u64, tree: &[u64], out: &mut Emitted) {
         let members: HashSet<u64> = tree.iter().copied().collect();
+        let waiting: u32 = tree.iter().filter_map(|id| self.zones.get(id)).map(|z| z.waiting).sum();
         let lane = self.lanes.get_mut(&key).expect("emit_tree on a lane with a front");
-        let (work, rest): (VecDeque<Activity>, VecDeque<Activity>) =
-            lane.drain(..).partition(|a| a.owner.is_some_and(|o| members.contains(&o)));
-        *lane = rest;
+        // The tree's work on this lane, from the front (where it mostly is): stop once every
+        // record of the tree still waiting (on any lane) has been looked for.
+        let mut left = waiting;
+        let mut work = Vec::new();
+        let mut i = 0;
+        while left > 0 && i < lane.len() {
+            if lane[i].owner.is_some_and(|o| members.contains(&o)) {
+                work.extend(lane.remove(i));
+                left -= 1;
+            } else {
+                i += 1;
+            }
+        }
         let mut spans: HashMap<u64, (i64, i64)> = HashMap::new();
         let mut zones = Vec::with_capacity(work.len() + tree.len());
         for a in work {
@@ -320,22 +339,40 @@ impl Assembler {
         }
         // Begin order, parents before the children that begin with them.
         zones.sort_by_key(|z| (z.gpu_begin_ns, z.depth));
-        out.batches.push((root, zones));
+        self.candidates.push(root);
+        self.push_batch(key, root, zones, out);
+    }
+
+    fn push_batch(&mut self, key: u64, list_id: u64, zones: Vec<Zone>, out: &mut Emitted) {
+        let (begin, end) = zones
+            .iter()
+            .fold((i64::MAX, i64::MIN), |(b, e), z| (b.min(z.host_begin_ns), e.max(z.host_end_ns)));
+        let until = self.emitted_until.entry(key).or_insert(i64::MIN);
+        out.late_batches += usize::from(begin < *until);
+        *until = (*until).max(end);
+        out.batches.push((list_id, zones));
     }
 
     /// Forgets trees with nothing left to arrive or emit; their zones never emitted had no
     /// work on their lane (`empty_zones`).
     fn sweep(&mut self, force: bool, out: &mut Emitted) {
-        let roots: Vec<u64> = self
-            .zones
-            .iter()
-            .filter(|(_, z)| z.closed.as_ref().is_some_and(|c| c.parent == 0))
-            .map(|(&id, _)| id)
-            .collect();
+        let mut roots = std::mem::take(&mut self.candidates);
+        if force {
+            roots = self
+                .zones
+                .iter()
+                .filter(|(_, z)| z.closed.as_ref().is_some_and(|c| c.parent == 0))
+                .map(|(&id, _)| id)
+                .collect();
+        }
+        roots.sort_unstable();
+        roots.dedup();
         for root in roots {
+            if !self.zones.contains_key(&root) {
+                continue;
+            }
             let tree = self.tree(root);
-            let lane = self.zones[&root].closed.as_ref().and_then(|c| c.lane).unwrap_or(u64::MAX);
-            let done = self.complete(&tree, lane, force) && tree.iter().all(|id| self.zones[id].waiting == 0);
+            let done = self.complete(&tree, force) && tree.iter().all(|id| self.zones[id].waiting == 0);
             if done {
                 for id in tree {
                     if let Some(zone) = self.zones.remove(&id) {
@@ -544,21 +581,41 @@ mod tests {
     }
 
     #[test]
-    fn a_later_launch_on_the_lane_completes_a_tree_with_a_link_that_never_has_a_record() {
+    fn a_failed_launch_is_untied_and_holds_nothing_up() {
         let mut a = Assembler::new(0);
         a.close(zone(1, 0, 0, "list"));
-        // Launch 11 gives no record (a call that enqueued nothing, or work on another lane).
-        a.records(vec![link(10, 1), link(11, 1), kernel(LANE_A, 10, 100, 110)], ns);
-        assert!(a.emit(false).batches.is_empty(), "launch 11's record may still come");
-        a.records(vec![kernel(LANE_A, 12, 120, 130)], ns);
+        a.link(10, 1);
+        a.link(11, 1);
+        // Launch 11 failed: the callback at its exit unties it.
+        a.link(11, 0);
+        a.records(vec![kernel(LANE_A, 10, 100, 110)], ns);
         assert_eq!(
             shape(&a.emit(false)),
-            vec![
-                vec![("list".into(), 0, 100, 110), ("k10".into(), 1, 100, 110)],
-                vec![("k12".into(), 0, 120, 130)]
-            ]
+            vec![vec![("list".into(), 0, 100, 110), ("k10".into(), 1, 100, 110)]]
         );
         assert_eq!(a.pending(), 0);
+    }
+
+    #[test]
+    fn records_of_one_delivery_leave_in_start_order_and_a_later_delivery_is_counted_late() {
+        let mut a = Assembler::new(0);
+        a.close(zone(1, 0, 0, "first"));
+        a.close(zone(2, 0, 0, "second"));
+        a.close(zone(3, 0, 0, "third"));
+        for (correlation_id, zone) in [(10, 1), (11, 2), (12, 3)] {
+            a.link(correlation_id, zone);
+        }
+        // One delivery out of start order: sorted.
+        a.records(vec![kernel(LANE_A, 11, 200, 210), kernel(LANE_A, 10, 100, 110)], ns);
+        let out = a.emit(false);
+        let names: Vec<String> = shape(&out).iter().map(|b| b[0].0.clone()).collect();
+        assert_eq!(names, ["first", "second"]);
+        assert_eq!(out.late_batches, 0);
+        // A buffer CUPTI held back: its work began before what the lane already emitted.
+        a.records(vec![kernel(LANE_A, 12, 150, 160)], ns);
+        let out = a.emit(false);
+        assert_eq!(shape(&out), vec![vec![("third".into(), 0, 150, 160), ("k12".into(), 1, 150, 160)]]);
+        assert_eq!(out.late_batches, 1, "counted, not hidden");
     }
 
     #[test]

@@ -49,8 +49,15 @@ const FLUSH_FORCED: u32 = 1;
 /// launching thread as the call enters, so before the zone's guard drops.
 static LINKS: SegQueue<(u32, u64)> = SegQueue::new();
 
-/// CUPTI's callback at the entry of a launching API call: ties its correlation id to the zone
-/// open on this thread, if any.
+type OnLaunch = unsafe extern "C" fn(
+    *mut std::ffi::c_void,
+    sys::CUpti_CallbackDomain,
+    sys::CUpti_CallbackId,
+    *const std::ffi::c_void,
+);
+
+/// CUPTI's callback at the entry and exit of a launching API call: ties its correlation id
+/// to the zone open on this thread, if any, and unties it if the call failed.
 unsafe extern "C" fn on_launch(
     _user: *mut std::ffi::c_void,
     _domain: sys::CUpti_CallbackDomain,
@@ -62,14 +69,22 @@ unsafe extern "C" fn on_launch(
     }
     // Safety: for the API domains CUPTI passes a `CUpti_CallbackData`, valid during the call.
     let data = unsafe { &*data.cast::<sys::CUpti_CallbackData>() };
-    // At the entry, before the driver enqueues anything: the link is in `LINKS` before the
-    // work can finish, so before its record can be delivered.
-    if data.callbackSite != sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+    let zone = CURRENT.try_with(|c| c.get().0).unwrap_or(0);
+    if zone == 0 {
         return;
     }
-    let zone = CURRENT.try_with(|c| c.get().0).unwrap_or(0);
-    if zone != 0 {
+    if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+        // At the entry, before the driver enqueues anything: the link is in `LINKS` before
+        // the work can finish, so before its record can be delivered.
         LINKS.push((data.correlationId, zone));
+    } else if !data.functionReturnValue.is_null() {
+        // Safety: at the exit, CUPTI points `functionReturnValue` at the call's result, a
+        // `CUresult` or `cudaError_t` (both 32-bit, 0 for success).
+        let failed = unsafe { data.functionReturnValue.cast::<i32>().read_unaligned() } != 0;
+        if failed {
+            // It launched nothing: untie it (zone 0), after its link on the same queue.
+            LINKS.push((data.correlationId, 0));
+        }
     }
 }
 
@@ -110,6 +125,11 @@ pub struct CuptiStats {
     pub empty_zones: u64,
     /// Records and user zones held, waiting for the rest of their tree.
     pub pending: usize,
+    /// Batches that began before the end of a batch their stream had already emitted: CUPTI
+    /// held back the buffer of their records (it hands a buffer over only when every record
+    /// in it is complete). Chrome shows them as they ran; a sink that assumes time order per
+    /// stream (Tracy) may draw them out of place.
+    pub late_batches: u64,
     /// Records CUPTI dropped for want of buffer space (its own count).
     pub records_dropped: u64,
     /// Buffer requests CUPTI got no buffer for (the cause of `records_dropped`).
@@ -129,6 +149,7 @@ struct Counts {
     activities: AtomicU64,
     empty_zones: AtomicU64,
     pending: AtomicUsize,
+    late_batches: AtomicU64,
     records_incomplete: AtomicU64,
     sink_failures: AtomicU64,
 }
@@ -142,6 +163,8 @@ struct Collector {
 pub struct CuptiBuilder {
     name: String,
     tracer: TracerConfig,
+    flush_period_ms: u32,
+    launch_callback: bool,
     sinks: Vec<Box<dyn Sink>>,
 }
 
@@ -150,6 +173,8 @@ impl std::fmt::Debug for CuptiBuilder {
         f.debug_struct("CuptiBuilder")
             .field("name", &self.name)
             .field("tracer", &self.tracer)
+            .field("flush_period_ms", &self.flush_period_ms)
+            .field("launch_callback", &self.launch_callback)
             .field("sinks", &self.sinks.len())
             .finish()
     }
@@ -162,11 +187,36 @@ impl CuptiBuilder {
         self
     }
 
-    /// CUPTI's buffer pool. Default [`TracerConfig::default`].
+    /// CUPTI's buffer pool. Default [`CuptiBuilder::DEFAULT_TRACER`]: CUPTI fills a buffer
+    /// per stream with work in flight (and one for records of no stream), so give at least
+    /// two per stream the process uses at once.
     pub fn tracer(mut self, config: TracerConfig) -> Self {
         self.tracer = config;
         self
     }
+
+    /// How often `collect` asks CUPTI for the buffers whose records are all complete, full or
+    /// not (`cuptiActivityFlushAll`, not forced), in milliseconds; default
+    /// [`DEFAULT_FLUSH_PERIOD_MS`](Self::DEFAULT_FLUSH_PERIOD_MS). A `collect` between two
+    /// asks only reads buffers CUPTI handed over (full ones). 0: every `collect` asks.
+    pub fn flush_period_ms(mut self, ms: u32) -> Self {
+        self.flush_period_ms = ms;
+        self
+    }
+
+    /// Whether CUPTI calls the context at each launching API call, to tie the launch to the
+    /// zone open on the thread (default on). Off, launches cost CUPTI's record alone, every
+    /// kernel, copy and memset comes out at depth 0, and user zones, with no work tied to
+    /// them, are counted in [`CuptiStats::empty_zones`] instead of emitted.
+    pub fn launch_callback(mut self, on: bool) -> Self {
+        self.launch_callback = on;
+        self
+    }
+
+    /// The default buffer pool of a context: 64 buffers of 1 MiB.
+    pub const DEFAULT_TRACER: TracerConfig = TracerConfig { buffer_size: 1 << 20, buffer_count: 64 };
+    /// The default flush period.
+    pub const DEFAULT_FLUSH_PERIOD_MS: u32 = 5;
 
     /// Adds a sink.
     pub fn sink(mut self, sink: impl Sink + 'static) -> Self {
@@ -190,7 +240,10 @@ impl CuptiBuilder {
             Ok(()) => ClockSource::Callback,
             Err(_) => ClockSource::Offset,
         };
-        let tracer = match ActivityTracer::start_with(self.tracer, Some(on_launch)) {
+        let tracer = match ActivityTracer::start_with(
+            self.tracer,
+            self.launch_callback.then_some(on_launch as OnLaunch),
+        ) {
             Ok(tracer) => tracer,
             Err(e) => {
                 if clock == ClockSource::Callback && e != CuptiError::AlreadyStarted {
@@ -202,6 +255,7 @@ impl CuptiBuilder {
         };
         // Links of an earlier context's zones: their ids are never reused, but drop them.
         while LINKS.pop().is_some() {}
+
         let base_host_ns = host_now_ns();
         let info = ContextInfo {
             id: crate::context::next_context_id(),
@@ -224,6 +278,8 @@ impl CuptiBuilder {
             tracer,
             info,
             clock,
+            flush_period_ns: i64::from(self.flush_period_ms) * 1_000_000,
+            last_flush_ns: AtomicI64::new(i64::MIN),
             offset_ns: AtomicI64::new(0),
             next_id: AtomicU64::new(1),
             closed: SegQueue::new(),
@@ -245,6 +301,9 @@ pub struct CuptiContext {
     tracer: ActivityTracer,
     info: ContextInfo,
     clock: ClockSource,
+    /// How often `collect` asks CUPTI for its complete buffers, and when it last did.
+    flush_period_ns: i64,
+    last_flush_ns: AtomicI64,
     /// CUPTI's clock minus the host clock (Offset mode), or the callback's bias.
     offset_ns: AtomicI64,
     next_id: AtomicU64,
@@ -264,7 +323,13 @@ impl std::fmt::Debug for CuptiContext {
 impl CuptiContext {
     /// A builder with no sink, named `"cupti"`, with the default buffer pool.
     pub fn builder() -> CuptiBuilder {
-        CuptiBuilder { name: "cupti".to_owned(), tracer: TracerConfig::default(), sinks: Vec::new() }
+        CuptiBuilder {
+            name: "cupti".to_owned(),
+            tracer: CuptiBuilder::DEFAULT_TRACER,
+            flush_period_ms: CuptiBuilder::DEFAULT_FLUSH_PERIOD_MS,
+            launch_callback: true,
+            sinks: Vec::new(),
+        }
     }
 
     /// The host clock, in nanoseconds since [`host_clock_origin`](Self::host_clock_origin):
@@ -307,10 +372,10 @@ impl CuptiContext {
         Ok(())
     }
 
-    /// Hands CUPTI's finished buffers to the collector (`cuptiActivityFlushAll`, not forced:
-    /// buffers whose records are all complete) and emits every zone whose tree is complete,
-    /// each stream's in its GPU order. Returns at once, with nothing, while another thread
-    /// collects.
+    /// Reads the buffers CUPTI handed over (asking for every buffer whose records are all
+    /// complete once per flush period: [`CuptiBuilder::flush_period_ms`]) and emits every
+    /// zone whose tree is complete, each stream's in its GPU order. Returns at once, with
+    /// nothing, while another thread collects.
     pub fn collect(&self) -> Result<CuptiCollected, CuptiError> {
         match self.collector.try_lock() {
             Ok(mut collector) => self.collect_locked(&mut collector, false),
@@ -338,6 +403,7 @@ impl CuptiContext {
             activities: c.activities.load(Relaxed),
             empty_zones: c.empty_zones.load(Relaxed),
             pending: c.pending.load(Relaxed) + self.closed.len(),
+            late_batches: c.late_batches.load(Relaxed),
             records_dropped: losses.records_dropped,
             buffers_refused: losses.buffers_refused,
             records_incomplete: c.records_incomplete.load(Relaxed),
@@ -381,7 +447,12 @@ impl CuptiContext {
             self.each_sink(collector, |sink| sink.name_lane(info, Lane::Stream(lane), &name));
         }
         self.measure_offset()?;
-        activity::flush_all(if force { FLUSH_FORCED } else { 0 }).map_err(call("cuptiActivityFlushAll"))?;
+        let now = host_now_ns();
+        if force || now.saturating_sub(self.last_flush_ns.load(Relaxed)) >= self.flush_period_ns {
+            self.last_flush_ns.store(now, Relaxed);
+            activity::flush_all(if force { FLUSH_FORCED } else { 0 })
+                .map_err(call("cuptiActivityFlushAll"))?;
+        }
         let mut records: Vec<ActivityRecord> = Vec::new();
         let mut incomplete = 0;
         self.tracer.drain(|r| {
@@ -405,6 +476,7 @@ impl CuptiContext {
         c.user_zones.fetch_add(emitted.user_zones as u64, Relaxed);
         c.activities.fetch_add(emitted.activities as u64, Relaxed);
         c.empty_zones.fetch_add(emitted.empty_zones as u64, Relaxed);
+        c.late_batches.fetch_add(emitted.late_batches as u64, Relaxed);
         c.records_incomplete.fetch_add(incomplete, Relaxed);
         c.pending.store(collector.assembler.pending(), Relaxed);
         Ok(CuptiCollected { user_zones: emitted.user_zones, activities: emitted.activities })
