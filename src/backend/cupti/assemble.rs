@@ -93,6 +93,8 @@ pub(super) struct Assembler {
     emitted_until: HashMap<u64, i64>,
     /// Roots whose trees may be finished: checked by `sweep`.
     candidates: Vec<u64>,
+    /// The last kernel name met, and its location: most records repeat it.
+    last_name: Option<(String, Location)>,
     /// Locations of kernels outside graphs, by name.
     names: HashMap<String, Location>,
     /// The host time of GPU time 0 (the context's base).
@@ -188,11 +190,19 @@ impl Assembler {
                 .arg("graph_node", r.graph_node_id)
                 .into();
         }
+        if let Some((last, location)) = &self.last_name {
+            if *last == name {
+                return location.clone();
+            }
+        }
         if let Some(known) = self.names.get(name.as_ref()) {
-            return known.clone();
+            let known = known.clone();
+            self.last_name = Some((name.into_owned(), known.clone()));
+            return known;
         }
         let location = Location::Dynamic(Arc::new(DynamicLocation::new(name.as_ref())));
-        self.names.insert(name.into_owned(), location.clone());
+        self.names.insert(name.clone().into_owned(), location.clone());
+        self.last_name = Some((name.into_owned(), location.clone()));
         location
     }
 

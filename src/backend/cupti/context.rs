@@ -195,10 +195,13 @@ impl CuptiBuilder {
         self
     }
 
-    /// How often `collect` asks CUPTI for the buffers whose records are all complete, full or
-    /// not (`cuptiActivityFlushAll`, not forced), in milliseconds; default
-    /// [`DEFAULT_FLUSH_PERIOD_MS`](Self::DEFAULT_FLUSH_PERIOD_MS). A `collect` between two
-    /// asks only reads buffers CUPTI handed over (full ones). 0: every `collect` asks.
+    /// How often the context's flush thread asks CUPTI for the buffers whose records are all
+    /// complete, full or not (`cuptiActivityFlushAll`, not forced), in milliseconds; default
+    /// [`DEFAULT_FLUSH_PERIOD_MS`](Self::DEFAULT_FLUSH_PERIOD_MS): `collect` reads what was
+    /// handed over, so this bounds how late a zone comes out. One thread asks, not the
+    /// threads that collect: measured on the H200, asking from busy recording threads bent
+    /// CUPTI's times against the host clock by tens of microseconds. 0: no flush thread,
+    /// and every `collect` asks.
     pub fn flush_period_ms(mut self, ms: u32) -> Self {
         self.flush_period_ms = ms;
         self
@@ -278,8 +281,7 @@ impl CuptiBuilder {
             tracer,
             info,
             clock,
-            flush_period_ns: i64::from(self.flush_period_ms) * 1_000_000,
-            last_flush_ns: AtomicI64::new(i64::MIN),
+            flusher: Flusher::start(self.flush_period_ms),
             offset_ns: AtomicI64::new(0),
             next_id: AtomicU64::new(1),
             closed: SegQueue::new(),
@@ -301,9 +303,8 @@ pub struct CuptiContext {
     tracer: ActivityTracer,
     info: ContextInfo,
     clock: ClockSource,
-    /// How often `collect` asks CUPTI for its complete buffers, and when it last did.
-    flush_period_ns: i64,
-    last_flush_ns: AtomicI64,
+    /// The thread that asks CUPTI for its complete buffers every flush period.
+    flusher: Flusher,
     /// CUPTI's clock minus the host clock (Offset mode), or the callback's bias.
     offset_ns: AtomicI64,
     next_id: AtomicU64,
@@ -372,10 +373,10 @@ impl CuptiContext {
         Ok(())
     }
 
-    /// Reads the buffers CUPTI handed over (asking for every buffer whose records are all
-    /// complete once per flush period: [`CuptiBuilder::flush_period_ms`]) and emits every
-    /// zone whose tree is complete, each stream's in its GPU order. Returns at once, with
-    /// nothing, while another thread collects.
+    /// Reads the buffers CUPTI handed over (the flush thread asks for every buffer whose
+    /// records are all complete once per flush period: [`CuptiBuilder::flush_period_ms`])
+    /// and emits every zone whose tree is complete, each stream's in its GPU order. Returns
+    /// at once, with nothing, while another thread collects.
     pub fn collect(&self) -> Result<CuptiCollected, CuptiError> {
         match self.collector.try_lock() {
             Ok(mut collector) => self.collect_locked(&mut collector, false),
@@ -447,11 +448,10 @@ impl CuptiContext {
             self.each_sink(collector, |sink| sink.name_lane(info, Lane::Stream(lane), &name));
         }
         self.measure_offset()?;
-        let now = host_now_ns();
-        if force || now.saturating_sub(self.last_flush_ns.load(Relaxed)) >= self.flush_period_ns {
-            self.last_flush_ns.store(now, Relaxed);
-            activity::flush_all(if force { FLUSH_FORCED } else { 0 })
-                .map_err(call("cuptiActivityFlushAll"))?;
+        if force {
+            activity::flush_all(FLUSH_FORCED).map_err(call("cuptiActivityFlushAll"))?;
+        } else if !self.flusher.running() {
+            activity::flush_all(0).map_err(call("cuptiActivityFlushAll"))?;
         }
         let mut records: Vec<ActivityRecord> = Vec::new();
         let mut incomplete = 0;
@@ -494,8 +494,49 @@ impl CuptiContext {
     }
 }
 
+/// Calls `cuptiActivityFlushAll(0)` every period on a thread of its own, until dropped.
+struct Flusher {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Flusher {
+    fn start(period_ms: u32) -> Self {
+        if period_ms == 0 {
+            return Self { stop: None, thread: None };
+        }
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let period = std::time::Duration::from_millis(u64::from(period_ms));
+        let thread = std::thread::Builder::new()
+            .name("cupti flush".to_owned())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+                    // A failure here shows in `collect`'s drain (nothing handed over); go on.
+                    let _ = activity::flush_all(0);
+                }
+            })
+            .ok();
+        Self { stop: thread.as_ref().map(|_| stop), thread }
+    }
+
+    fn running(&self) -> bool {
+        self.thread.is_some()
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 impl Drop for CuptiContext {
     fn drop(&mut self) {
+        // The flush thread ends before the tracer does.
+        self.flusher = Flusher::start(0);
         // Whatever finished still reaches the sinks; the rest is counted as incomplete.
         let _ = self.flush();
         if self.clock == ClockSource::Callback {
