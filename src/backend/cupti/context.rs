@@ -16,7 +16,7 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 /// Where a [`CuptiContext`]'s host clock reads 0: one origin for the process, so that
@@ -130,9 +130,11 @@ pub struct CuptiStats {
     /// in it is complete). Chrome shows them as they ran; a sink that assumes time order per
     /// stream (Tracy) may draw them out of place.
     pub late_batches: u64,
-    /// Records CUPTI dropped for want of buffer space (its own count).
+    /// Records CUPTI dropped for want of buffer space, as CUPTI reports them: with each
+    /// buffer it completes, so drops on a stream that gets no buffer again are not in it (a
+    /// lower bound).
     pub records_dropped: u64,
-    /// Buffer requests CUPTI got no buffer for (the cause of `records_dropped`).
+    /// Buffer requests CUPTI got no buffer for: above 0, records were lost.
     pub buffers_refused: u64,
     /// Records delivered without their times (a forced flush of work that had not finished):
     /// not emitted.
@@ -277,11 +279,14 @@ impl CuptiBuilder {
                 counts.sink_failures.fetch_add(1, Relaxed);
             }
         }
+        let tracer = Arc::new(tracer);
+        let reader = Arc::new(Reader::default());
         let context = CuptiContext {
+            flusher: Flusher::start(self.flush_period_ms, &tracer, &reader),
             tracer,
+            reader,
             info,
             clock,
-            flusher: Flusher::start(self.flush_period_ms),
             offset_ns: AtomicI64::new(0),
             next_id: AtomicU64::new(1),
             closed: SegQueue::new(),
@@ -300,7 +305,9 @@ impl CuptiBuilder {
 ///
 /// CUPTI's activity state is process-wide: one context (or [`ActivityTracer`]) at a time.
 pub struct CuptiContext {
-    tracer: ActivityTracer,
+    tracer: Arc<ActivityTracer>,
+    /// Records read by the flush thread, for the collector.
+    reader: Arc<Reader>,
     info: ContextInfo,
     clock: ClockSource,
     /// The thread that asks CUPTI for its complete buffers every flush period.
@@ -439,31 +446,31 @@ impl CuptiContext {
         while let Some(zone) = self.closed.pop() {
             collector.assembler.close(zone);
         }
-        // After the zones: a zone's launches pushed their links before its guard pushed it.
-        while let Some((correlation_id, zone)) = LINKS.pop() {
-            collector.assembler.link(correlation_id, zone);
-        }
         while let Some((lane, name)) = self.names.pop() {
             let info = &self.info;
             self.each_sink(collector, |sink| sink.name_lane(info, Lane::Stream(lane), &name));
         }
         self.measure_offset()?;
+        // The records, after the zones and before the links: a record read before now had its
+        // link pushed before (at its launch's entry), and so had every launch of the zones
+        // closed before now.
         if force {
             activity::flush_all(FLUSH_FORCED).map_err(call("cuptiActivityFlushAll"))?;
         } else if !self.flusher.running() {
             activity::flush_all(0).map_err(call("cuptiActivityFlushAll"))?;
         }
+        self.reader.read(&self.tracer);
+        if let Some(e) = self.reader.error.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            return Err(e);
+        }
         let mut records: Vec<ActivityRecord> = Vec::new();
-        let mut incomplete = 0;
-        self.tracer.drain(|r| {
-            let timed =
-                r.kind == super::ActivityKind::ExternalCorrelation || (r.start_ns != 0 && r.end_ns != 0);
-            if timed {
-                records.push(r);
-            } else {
-                incomplete += 1;
-            }
-        })?;
+        while let Some(batch) = self.reader.batches.pop() {
+            records.extend(batch);
+        }
+        while let Some((correlation_id, zone)) = LINKS.pop() {
+            collector.assembler.link(correlation_id, zone);
+        }
+        let incomplete = self.reader.incomplete.swap(0, Relaxed);
         let offset = self.offset_ns.load(Relaxed);
         collector.assembler.records(records, |ns| ns as i64 - offset);
         let emitted = collector.assembler.emit(force);
@@ -494,29 +501,71 @@ impl CuptiContext {
     }
 }
 
-/// Calls `cuptiActivityFlushAll(0)` every period on a thread of its own, until dropped.
+/// Records read out of CUPTI's buffers, waiting for the collector: reading them at once gives
+/// the buffers back to the pool, however long the collector takes.
+#[derive(Default)]
+struct Reader {
+    batches: SegQueue<Vec<ActivityRecord>>,
+    /// Records delivered without times (work not finished at a forced flush).
+    incomplete: AtomicU64,
+    /// A failed read, for the next `collect` to return.
+    error: Mutex<Option<CuptiError>>,
+}
+
+impl Reader {
+    /// Reads every buffer CUPTI completed into one batch.
+    fn read(&self, tracer: &ActivityTracer) {
+        let mut batch = Vec::new();
+        let mut incomplete = 0;
+        let read = tracer.drain(|r| {
+            let timed =
+                r.kind == super::ActivityKind::ExternalCorrelation || (r.start_ns != 0 && r.end_ns != 0);
+            if timed {
+                batch.push(r);
+            } else {
+                incomplete += 1;
+            }
+        });
+        if let Err(e) = read {
+            *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+        }
+        self.incomplete.fetch_add(incomplete, Relaxed);
+        if !batch.is_empty() {
+            self.batches.push(batch);
+        }
+    }
+}
+
+/// Calls `cuptiActivityFlushAll(0)` and reads the buffers it completes every period, on a
+/// thread of its own, until dropped.
 struct Flusher {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Flusher {
-    fn start(period_ms: u32) -> Self {
+    fn start(period_ms: u32, tracer: &Arc<ActivityTracer>, reader: &Arc<Reader>) -> Self {
         if period_ms == 0 {
-            return Self { stop: None, thread: None };
+            return Self::none();
         }
+        let (tracer, reader) = (Arc::clone(tracer), Arc::clone(reader));
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let period = std::time::Duration::from_millis(u64::from(period_ms));
         let thread = std::thread::Builder::new()
             .name("cupti flush".to_owned())
             .spawn(move || {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
-                    // A failure here shows in `collect`'s drain (nothing handed over); go on.
+                    // A failure here leaves the buffers with CUPTI: `flush` forces them out.
                     let _ = activity::flush_all(0);
+                    reader.read(&tracer);
                 }
             })
             .ok();
         Self { stop: thread.as_ref().map(|_| stop), thread }
+    }
+
+    fn none() -> Self {
+        Self { stop: None, thread: None }
     }
 
     fn running(&self) -> bool {
@@ -536,7 +585,7 @@ impl Drop for Flusher {
 impl Drop for CuptiContext {
     fn drop(&mut self) {
         // The flush thread ends before the tracer does.
-        self.flusher = Flusher::start(0);
+        self.flusher = Flusher::none();
         // Whatever finished still reaches the sinks; the rest is counted as incomplete.
         let _ = self.flush();
         if self.clock == ClockSource::Callback {
