@@ -24,6 +24,10 @@ use crate::sink::Zone;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+/// How long a lane's front waits for the record of an earlier linked launch, which CUPTI may
+/// hold back in a buffer with work not finished (after that, the batch that comes is late).
+pub(super) const HOLD_NS: i64 = 100_000_000;
+
 /// A user zone as its guard closed it.
 #[derive(Debug, Clone)]
 pub(super) struct ClosedZone {
@@ -43,6 +47,7 @@ pub(super) struct ClosedZone {
 /// A record's work, on the host clock.
 #[derive(Debug)]
 struct Activity {
+    correlation_id: u32,
     owner: Option<u64>,
     begin: i64,
     end: i64,
@@ -89,6 +94,12 @@ pub(super) struct Assembler {
     lanes: BTreeMap<u64, VecDeque<Activity>>,
     /// Zones closed since the last `records`: final once that pass's records are in.
     unfinal: Vec<u64>,
+    /// Linked launches with no record yet, by correlation id, with the host time they were
+    /// linked at: a lane's front waits for an earlier one (it may be this lane's) for up to
+    /// `HOLD_NS`.
+    unarrived: BTreeMap<u32, i64>,
+    /// The collector's host time now (`set_now`).
+    now: i64,
     /// The latest end each lane has emitted (host clock), to count late batches.
     emitted_until: HashMap<u64, i64>,
     /// Roots whose trees may be finished: checked by `sweep`.
@@ -102,6 +113,11 @@ pub(super) struct Assembler {
 }
 
 impl Assembler {
+    /// The host time of this pass: links given from now on are stamped with it.
+    pub(super) fn set_now(&mut self, now: i64) {
+        self.now = now;
+    }
+
     pub(super) fn new(base_host_ns: i64) -> Self {
         Self { base_host_ns, ..Self::default() }
     }
@@ -130,6 +146,7 @@ impl Assembler {
         if zone == 0 {
             if let Some((owner, false)) = self.links.get(&correlation_id).copied() {
                 self.links.remove(&correlation_id);
+                self.unarrived.remove(&correlation_id);
                 if let Some(z) = self.zones.get_mut(&owner) {
                     z.links.retain(|&c| c != correlation_id);
                 }
@@ -137,6 +154,7 @@ impl Assembler {
             return;
         }
         self.links.insert(correlation_id, (zone, false));
+        self.unarrived.insert(correlation_id, self.now);
         self.zones.entry(zone).or_default().links.push(correlation_id);
     }
 
@@ -154,6 +172,9 @@ impl Assembler {
             }
             let link = self.links.get_mut(&r.correlation_id);
             let first = link.as_ref().is_some_and(|(_, seen)| !seen);
+            if first {
+                self.unarrived.remove(&r.correlation_id);
+            }
             let owner = link.map(|(zone, seen)| {
                 *seen = true;
                 *zone
@@ -168,7 +189,10 @@ impl Assembler {
             let lane = self.lanes.entry(key).or_default();
             // In start order: mostly at the back.
             let at = lane.len() - lane.iter().rev().take_while(|a| a.begin > begin).count();
-            lane.insert(at, Activity { owner, begin, end: end.max(begin), location });
+            lane.insert(
+                at,
+                Activity { correlation_id: r.correlation_id, owner, begin, end: end.max(begin), location },
+            );
         }
         for id in std::mem::take(&mut self.unfinal) {
             if let Some(zone) = self.zones.get_mut(&id) {
@@ -245,9 +269,17 @@ impl Assembler {
     /// with what they have and records whose zone never closed go out alone.
     pub(super) fn emit(&mut self, force: bool) -> Emitted {
         let mut out = Emitted::default();
+        let now = self.now;
+        self.unarrived.retain(|_, &mut linked| now.saturating_sub(linked) < HOLD_NS);
         let keys: Vec<u64> = self.lanes.keys().copied().collect();
         for key in keys {
             while let Some(front) = self.lanes.get(&key).and_then(VecDeque::front) {
+                // An earlier launch's record may still come, on this lane: wait for it.
+                let earlier =
+                    self.unarrived.first_key_value().is_some_and(|(&c, _)| c < front.correlation_id);
+                if earlier && !force {
+                    break;
+                }
                 let Some(owner) = front.owner else {
                     self.emit_alone(key, &mut out);
                     continue;
@@ -389,6 +421,7 @@ impl Assembler {
                         out.empty_zones += usize::from(!zone.emitted);
                         for correlation_id in zone.links {
                             self.links.remove(&correlation_id);
+                            self.unarrived.remove(&correlation_id);
                         }
                     }
                 }
@@ -396,6 +429,7 @@ impl Assembler {
         }
         if force {
             self.links.clear();
+            self.unarrived.clear();
             // Zones that never closed, or whose parent never did: nothing more will come.
             let stale: Vec<u64> =
                 self.zones.iter().filter(|(_, z)| z.waiting == 0).map(|(&id, _)| id).collect();
@@ -626,6 +660,36 @@ mod tests {
         let out = a.emit(false);
         assert_eq!(shape(&out), vec![vec![("third".into(), 0, 150, 160), ("k12".into(), 1, 150, 160)]]);
         assert_eq!(out.late_batches, 1, "counted, not hidden");
+    }
+
+    #[test]
+    fn a_lane_waits_for_an_earlier_launch_for_a_while() {
+        let mut a = Assembler::new(0);
+        a.close(zone(1, 0, 0, "first"));
+        a.close(zone(2, 0, 0, "second"));
+        a.link(10, 1);
+        a.link(11, 2);
+        // Launch 10's record is in a buffer CUPTI holds back.
+        a.records(vec![kernel(LANE_A, 11, 200, 210)], ns);
+        assert!(a.emit(false).batches.is_empty(), "launch 10's record may come first");
+        a.set_now(HOLD_NS - 1);
+        assert!(a.emit(false).batches.is_empty());
+        a.records(vec![kernel(LANE_A, 10, 100, 110)], ns);
+        let out = a.emit(false);
+        assert_eq!(shape(&out).len(), 2);
+        assert_eq!((out.batches[0].0, out.late_batches), (1, 0), "in order, none late");
+        // A record that never comes holds a lane for `HOLD_NS` at most.
+        a.close(zone(3, 0, 0, "third"));
+        a.close(zone(4, 0, 0, "fourth"));
+        a.link(12, 3);
+        a.link(13, 4);
+        a.records(vec![kernel(LANE_A, 13, 300, 310)], ns);
+        assert!(a.emit(false).batches.is_empty());
+        a.set_now(2 * HOLD_NS);
+        assert_eq!(
+            shape(&a.emit(false)),
+            vec![vec![("fourth".into(), 0, 300, 310), ("k13".into(), 1, 300, 310)]]
+        );
     }
 
     #[test]

@@ -467,6 +467,7 @@ impl CuptiContext {
         while let Some(batch) = self.reader.batches.pop() {
             records.extend(batch);
         }
+        collector.assembler.set_now(host_now_ns());
         while let Some((correlation_id, zone)) = LINKS.pop() {
             collector.assembler.link(correlation_id, zone);
         }
