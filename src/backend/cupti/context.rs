@@ -511,11 +511,16 @@ struct Reader {
     incomplete: AtomicU64,
     /// A failed read, for the next `collect` to return.
     error: Mutex<Option<CuptiError>>,
+    /// Held through a read, so that a collector's read waits for one the flush thread is in
+    /// the middle of, and its batch, taken from the pool before, is queued when the
+    /// collector looks (`flush` after synchronizing then has every record).
+    reading: Mutex<()>,
 }
 
 impl Reader {
     /// Reads every buffer CUPTI completed into one batch.
     fn read(&self, tracer: &ActivityTracer) {
+        let _reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
         let mut batch = Vec::new();
         let mut incomplete = 0;
         let read = tracer.drain(|r| {
