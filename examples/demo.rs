@@ -378,14 +378,6 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     )?);
     let recording = AtomicBool::new(true);
     let started = Instant::now();
-    /// Ends the collectors' loop however the recording ends (an error or a panic of a recording
-    /// thread included): the scope waits for the collectors before it returns the error.
-    struct StopCollecting<'a>(&'a AtomicBool);
-    impl Drop for StopCollecting<'_> {
-        fn drop(&mut self) {
-            self.0.store(false, Ordering::Release);
-        }
-    }
     let (record_time, record_errors) = std::thread::scope(|s| -> DemoResult<(Duration, usize)> {
         let collectors: Vec<_> =
             (0..args.collectors).map(|_| s.spawn(|| collect_while_recording(&devices, &recording))).collect();
@@ -560,6 +552,16 @@ pub(crate) fn wait_for_tracy(args: &Args) {
 /// One recording thread: command buffers of adjacent dispatch zones, each inside a coarse
 /// zone, on every GPU in turn (consecutive command buffers go to consecutive GPUs, and each
 /// GPU's streams take turns).
+/// Ends the collectors' loop however the recording ends (an error or a panic of a recording
+/// thread included): the scope waits for the collectors before it returns the error.
+struct StopCollecting<'a>(&'a AtomicBool);
+
+impl Drop for StopCollecting<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 fn record_thread<G: DemoGpu>(
     thread: u32,
     args: &Args,

@@ -5,50 +5,14 @@
 //! returns. Set `GPU_EVENT_POOL_REQUIRE_CUDA=1` to make that a failure instead (on the GPU
 //! machine, so that a missing library cannot pass as a skip).
 //!
-//! The tests share the process-wide tracer, so each takes `ONE_TRACER` first.
+//! The tests share the process-wide tracer, so each takes its turn first (`cupti_common::gpu`).
 
-use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, SpinKernel};
 use gpu_event_pool::backend::cupti::{stream_id, timestamp_ns};
 use gpu_event_pool::{ActivityKind, ActivityRecord, ActivityTracer, CuptiError, TracerConfig};
 use std::io::Write;
-use std::sync::{Mutex, MutexGuard};
 
-const US: u64 = 1_000;
-
-/// One tracer per process: the tests take turns.
-static ONE_TRACER: Mutex<()> = Mutex::new(());
-
-struct Gpu {
-    cuda: CudaBackend,
-    spin: SpinKernel,
-    _turn: MutexGuard<'static, ()>,
-}
-
-fn skip(test: &str, why: &str) -> Option<Gpu> {
-    assert!(
-        std::env::var_os("GPU_EVENT_POOL_REQUIRE_CUDA").is_none(),
-        "GPU_EVENT_POOL_REQUIRE_CUDA is set, but {why}"
-    );
-    // Straight to stderr, past the test harness's output capture: a skip must show.
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}: {test}");
-    None
-}
-
-/// The GPU and the tracer's turn, or `None` (after saying so on stderr) without a GPU or
-/// libcupti.
-fn gpu(test: &str) -> Option<Gpu> {
-    let turn = ONE_TRACER.lock().unwrap_or_else(|e| e.into_inner());
-    let cuda = match CudaBackend::new(0) {
-        Ok(cuda) => cuda,
-        Err(e) if is_no_device(&e) => return skip(test, &format!("no CUDA device ({e})")),
-        Err(e) => panic!("the CUDA driver is present but unusable: {e}"),
-    };
-    if let Err(e @ CuptiError::LibraryNotFound { .. }) = timestamp_ns() {
-        return skip(test, &format!("no libcupti ({e})"));
-    }
-    let spin = SpinKernel::load(&cuda).expect("load the spin kernel");
-    Some(Gpu { cuda, spin, _turn: turn })
-}
+mod cupti_common;
+use cupti_common::{gpu, US};
 
 /// Flushes and drains `tracer`, keeping the kernel records of stream `stream`.
 fn kernels_on(tracer: &ActivityTracer, stream: u32) -> Vec<ActivityRecord> {

@@ -5,51 +5,19 @@
 //! Without a CUDA device, or without libcupti, every test prints `SKIPPED: ...` to stderr and
 //! returns. Set `GPU_EVENT_POOL_REQUIRE_CUDA=1` to make that a failure instead.
 //!
-//! CUPTI is process-wide: the tests take turns (`ONE_CONTEXT`), and run in their own process
+//! CUPTI is process-wide: the tests take turns (`cupti_common::gpu`), and run in their own process
 //! (not beside tests/cupti.rs, which reads CUPTI's own clock).
 
 use cudarc::driver::sys::CUgraphInstantiate_flags;
 use cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, SpinKernel};
-use gpu_event_pool::backend::cupti::{timestamp_ns, ClockSource, CuptiContext, CuptiError, TracerConfig};
+use gpu_event_pool::backend::cupti::{ClockSource, CuptiContext, CuptiError, TracerConfig};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
 use gpu_event_pool::{location, Lane};
 use std::io::Write;
-use std::sync::{Mutex, MutexGuard};
 
-const US: u64 = 1_000;
-
-static ONE_CONTEXT: Mutex<()> = Mutex::new(());
-
-struct Gpu {
-    cuda: CudaBackend,
-    spin: SpinKernel,
-    _turn: MutexGuard<'static, ()>,
-}
-
-fn skip(test: &str, why: &str) -> Option<Gpu> {
-    assert!(
-        std::env::var_os("GPU_EVENT_POOL_REQUIRE_CUDA").is_none(),
-        "GPU_EVENT_POOL_REQUIRE_CUDA is set, but {why}"
-    );
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}: {test}");
-    None
-}
-
-fn gpu(test: &str) -> Option<Gpu> {
-    let turn = ONE_CONTEXT.lock().unwrap_or_else(|e| e.into_inner());
-    let cuda = match CudaBackend::new(0) {
-        Ok(cuda) => cuda,
-        Err(e) if is_no_device(&e) => return skip(test, &format!("no CUDA device ({e})")),
-        Err(e) => panic!("the CUDA driver is present but unusable: {e}"),
-    };
-    if let Err(e @ CuptiError::LibraryNotFound { .. }) = timestamp_ns() {
-        return skip(test, &format!("no libcupti ({e})"));
-    }
-    let spin = SpinKernel::load(&cuda).expect("load the spin kernel");
-    Some(Gpu { cuda, spin, _turn: turn })
-}
+mod cupti_common;
+use cupti_common::{gpu, US};
 
 /// A kernel spun `spin` ns: within 2 µs below, and 1% (at least 2 µs) above.
 fn assert_spun(zone: &Zone, spin: u64) {

@@ -6,7 +6,7 @@
 //! no pool, so `--devices` must be 1 and `--capacity`, `--initial-capacity` and `--window`
 //! do not apply.
 
-use super::{check_nesting, dispatch_location, Args, DemoResult, KERNELS};
+use super::{check_nesting, dispatch_location, Args, DemoResult, StopCollecting, KERNELS};
 use cudarc::driver::CudaStream;
 use gpu_event_pool::backend::cuda::{CudaBackend, SpinKernel};
 use gpu_event_pool::backend::cupti::{CuptiBuilder, CuptiCollected, CuptiContext, CuptiStats, TracerConfig};
@@ -92,14 +92,6 @@ pub(super) fn run_cupti(args: &Args) -> DemoResult<()> {
     );
     let recording = AtomicBool::new(true);
     let started = Instant::now();
-    /// Ends the collectors' loop however the recording ends (an error or a panic of a recording
-    /// thread included): the scope waits for the collectors before it returns the error.
-    struct StopCollecting<'a>(&'a AtomicBool);
-    impl Drop for StopCollecting<'_> {
-        fn drop(&mut self) {
-            self.0.store(false, Ordering::Release);
-        }
-    }
     let (record_time, collects) = std::thread::scope(|s| -> DemoResult<(Duration, usize)> {
         let collectors: Vec<_> =
             (0..args.collectors).map(|_| s.spawn(|| collect_while_recording(&gpu.ctx, &recording))).collect();

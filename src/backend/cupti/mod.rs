@@ -49,6 +49,7 @@ mod assemble;
 mod buffers;
 mod context;
 mod demangle;
+mod flush;
 mod record;
 
 pub use context::{
