@@ -14,7 +14,7 @@
 //!    lists one caller took are shared, a few lists of a lane at a time, with every caller
 //!    that enters its read phase meanwhile. The driver reads of concurrent callers overlap;
 //!    nothing here waits for the GPU.
-//! 2. **Emit** (`emit.rs`), run by one caller at a time (the others return at once, their
+//! 2. **Emit** (`emit/mod.rs`), run by one caller at a time (the others return at once, their
 //!    reading done, unless the emitting caller is in its last round: see
 //!    `emit_handed_off`): take the read lists, and per lane emit every list whose place is next,
 //!    in place order; release every emitted list's slots with one CAS. No backend read

@@ -21,7 +21,8 @@ use crate::error::{Error, TimeError};
 use crate::shared::record::{EventRecord, ListKind};
 use crate::shared::{own_lane, Inner};
 use crate::sink::Zone;
-use crate::slots::head::{HeadBatch, ListHead, ListStack, Piece};
+use crate::slots::head::{HeadBatch, ListHead, Piece};
+use crate::slots::submit::ListStack;
 use crate::sync::{lock, Arc, AtomicU32, AtomicUsize, Mutex, Ordering};
 
 /// What a read phase did.

@@ -53,12 +53,12 @@ struct State {
     on_error: Option<ErrorHandler>,
 }
 
-struct Shared {
+struct ThreadControl {
     state: Mutex<State>,
     wake: Condvar,
 }
 
-impl Shared {
+impl ThreadControl {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -90,7 +90,7 @@ impl Shared {
 /// Dropping it stops the thread (after the pass it is in, if any) and joins it; the contexts
 /// go on, and are collected by whoever calls `collect` or flushed by their last handle.
 pub struct CollectorThread {
-    shared: Arc<Shared>,
+    shared: Arc<ThreadControl>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -104,7 +104,7 @@ impl CollectorThread {
     /// Starts the thread. It collects every context added to it, then waits `period`, until
     /// it is dropped.
     pub fn spawn(period: Duration) -> Result<Self, Error> {
-        let shared = Arc::new(Shared { state: Mutex::new(State::default()), wake: Condvar::new() });
+        let shared = Arc::new(ThreadControl { state: Mutex::new(State::default()), wake: Condvar::new() });
         let serving = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("gpu-event-pool collector".to_owned())
@@ -150,7 +150,7 @@ impl Drop for CollectorThread {
 }
 
 /// The thread: a pass over the contexts, then a wait, until stopped.
-fn serve(shared: &Shared, period: Duration) {
+fn serve(shared: &ThreadControl, period: Duration) {
     let mut state = shared.lock();
     while !state.stop {
         // The pass runs on a copy of the list, unlocked, so that `add` and `contexts` never

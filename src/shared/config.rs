@@ -8,11 +8,11 @@ use std::time::Duration;
 
 /// The most slots a pool may have, 2^24 - 3; slot indices are below it. Above them, `NIL`
 /// (2^24 - 1, the top of the freelist head's 24-bit index field) and `NIL - 1` mark a list's
-/// dropped and skipped zones (`record/list.rs`).
+/// dropped and skipped zones (`record/list/mod.rs`).
 pub(crate) const MAX_SLOTS: u32 = NIL - 2;
 
 /// Free slots a list needs to begin a zone: one for the begin event, one kept for its end (a
-/// zone that begins can always end: `record/list.rs`). A pool smaller than this could never
+/// zone that begins can always end: `record/list/mod.rs`). A pool smaller than this could never
 /// record a zone.
 pub(crate) const BEGIN_SLOTS: u32 = 2;
 

@@ -19,7 +19,7 @@
 //! - a collector gets a `ListHead` for each list it takes off a queue
 //!   ([`SubmissionQueue::take_all`]: one swap hands each list to exactly one taker), or
 //!   for each list of a piece of a [`HeadBatch`] it claims (one `fetch_add` hands each piece
-//!   to exactly one claimer), and gives it up again by pushing it on a queue ([`ListStack`])
+//!   to exactly one claimer), and gives it up again by pushing it on a queue (`ListStack`, submit.rs)
 //!   or releasing its slots.
 //!
 //! Neither handle is `Clone`, and neither can be made outside this folder: holding one is
@@ -28,7 +28,6 @@
 
 use super::freelist::{Chain, Links, NIL};
 use super::pool::{Pool, Slot};
-use super::submit::{SubmissionLinks, SubmissionQueue};
 use crate::launch::Launch;
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -109,41 +108,6 @@ impl<'p, E, R> OwnedSlot<'p, E, R> {
         // reads or writes its launch until the list is submitted or dropped, and this handle
         // does not leave the list's thread.
         self.slot.launch.with_mut(|l| unsafe { *l = launch });
-    }
-}
-
-/// Lists being linked through `next_submitted` for one push onto a submission queue: takes
-/// their heads, and gives them up with the push.
-#[derive(Debug, Default)]
-pub(crate) struct ListStack {
-    newest: Option<u32>,
-    oldest: u32,
-    len: usize,
-}
-
-impl ListStack {
-    /// Adds the list of `head`, newest first.
-    pub(crate) fn add(&mut self, links: &impl SubmissionLinks, head: ListHead) {
-        let first = head.first;
-        match self.newest {
-            None => self.oldest = first,
-            // Relaxed: published by the Release CAS of `push_chain`.
-            Some(newest) => links.next_submitted(first).store(newest, Ordering::Relaxed),
-        }
-        self.newest = Some(first);
-        self.len += 1;
-    }
-
-    /// How many lists were added.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Pushes the lists onto `queue` (one CAS), handing them to its next taker.
-    pub(crate) fn push_onto(self, queue: &SubmissionQueue, links: &impl SubmissionLinks) {
-        if let Some(newest) = self.newest {
-            queue.push_chain(links, newest, self.oldest);
-        }
     }
 }
 

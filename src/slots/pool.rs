@@ -21,7 +21,6 @@
 
 use super::freelist::{cut_front, Chain, Links, Segment, NIL};
 use super::magazine::Magazines;
-use super::submit::SubmissionLinks;
 use super::tally::Tally;
 use crate::backend::BackendError;
 use crate::launch::Launch;
@@ -161,12 +160,6 @@ impl<E, R> Links for Pool<E, R> {
             Some(slot) => &slot.segment,
             None => &self.stale_segment,
         }
-    }
-}
-
-impl<E, R> SubmissionLinks for Pool<E, R> {
-    fn next_submitted(&self, index: u32) -> &AtomicU32 {
-        &self.slot(index).next_submitted
     }
 }
 

@@ -16,12 +16,19 @@
 
 use super::freelist::NIL;
 use super::head::ListHead;
+use super::pool::Pool;
 use crate::sync::{AtomicU32, Ordering};
 use crossbeam_utils::CachePadded;
 
 /// Gives the queue a slot's `next_submitted` link.
 pub(crate) trait SubmissionLinks {
     fn next_submitted(&self, index: u32) -> &AtomicU32;
+}
+
+impl<E, R> SubmissionLinks for Pool<E, R> {
+    fn next_submitted(&self, index: u32) -> &AtomicU32 {
+        &self.slot(index).next_submitted
+    }
 }
 
 /// The MPSC queue of submitted lists, by their first slot.
@@ -44,7 +51,7 @@ impl SubmissionQueue {
 
     /// Pushes several lists at once (one CAS): `first` is linked through `next_submitted` to
     /// `last`, newest first, as `take_all` expects. The caller gave up their heads
-    /// ([`ListStack`](super::head::ListStack)).
+    /// ([`ListStack`]).
     pub(super) fn push_chain(&self, links: &impl SubmissionLinks, first: u32, last: u32) {
         // Relaxed: the value is only stored into our own slot's link.
         let mut head = self.head.load(Ordering::Relaxed);
@@ -78,6 +85,42 @@ impl SubmissionQueue {
     /// latest push: the emitter's hand-off check (`collect/mod.rs`) relies on it.
     pub(crate) fn is_empty_now(&self) -> bool {
         self.head.fetch_or(0, Ordering::SeqCst) == NIL
+    }
+}
+
+/// Lists being linked through `next_submitted` for one push onto a submission queue: takes
+/// their heads, and gives them up with the push.
+#[derive(Debug, Default)]
+pub(crate) struct ListStack {
+    newest: Option<u32>,
+    oldest: u32,
+    len: usize,
+}
+
+impl ListStack {
+    /// Adds the list of `head`, newest first.
+    pub(crate) fn add(&mut self, links: &impl SubmissionLinks, head: ListHead) {
+        // The head is given up here: the list is linked for the push.
+        let first = head.first();
+        match self.newest {
+            None => self.oldest = first,
+            // Relaxed: published by the Release CAS of `push_chain`.
+            Some(newest) => links.next_submitted(first).store(newest, Ordering::Relaxed),
+        }
+        self.newest = Some(first);
+        self.len += 1;
+    }
+
+    /// How many lists were added.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Pushes the lists onto `queue` (one CAS), handing them to its next taker.
+    pub(crate) fn push_onto(self, queue: &SubmissionQueue, links: &impl SubmissionLinks) {
+        if let Some(newest) = self.newest {
+            queue.push_chain(links, newest, self.oldest);
+        }
     }
 }
 

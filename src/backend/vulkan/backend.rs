@@ -28,7 +28,7 @@ pub enum Anchors {
 }
 
 /// What a backend and its clones share.
-struct Shared {
+struct VulkanTiming {
     device: VulkanDevice,
     scale: TickScale,
     pages: Mutex<PageAllocator>,
@@ -44,7 +44,7 @@ struct Shared {
 /// host clock.
 #[derive(Clone)]
 pub struct VulkanBackend {
-    shared: Arc<Shared>,
+    shared: Arc<VulkanTiming>,
     /// What recording calls, kept here rather than behind `shared` (the backend is held by
     /// value in the context): valid while `shared` holds the device.
     writer: QueryWriter,
@@ -104,7 +104,7 @@ impl VulkanBackend {
         let after = monotonic_ns();
         Ok(Self {
             writer: QueryWriter::new(&device.shared.device),
-            shared: Arc::new(Shared {
+            shared: Arc::new(VulkanTiming {
                 device: device.clone(),
                 scale,
                 pages: Mutex::new(PageAllocator::default()),

@@ -1,4 +1,4 @@
-//! Unit tests of the emit phase (moved out of emit.rs to keep it under 600 lines).
+//! Unit tests of the emit phase (moved out of emit/mod.rs to keep it under 600 lines).
 
 use super::*;
 use crate::backend::sim::{SimBackend, SimEvent, SimGraph, SimGraphNode, SimStream};

@@ -3,7 +3,7 @@
 //! it used last, so that the common call finds its magazine with one thread-local load and
 //! one compare.
 
-use super::shared::{Magazine, Shared};
+use super::free_slots::{FreeSlots, Magazine};
 use crate::sync::{const_thread_local, Arc};
 use crossbeam_utils::CachePadded;
 use std::cell::{Cell, RefCell};
@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 
 /// One pool's magazine held by this thread.
 struct Entry {
-    shared: Arc<Shared>,
+    shared: Arc<FreeSlots>,
     magazine: NonNull<CachePadded<Magazine>>,
 }
 
@@ -26,16 +26,16 @@ impl Drop for Held {
         // cannot reach a magazine handed back below.
         set_last(NONE);
         for entry in self.entries.get_mut().drain(..) {
-            // Safety: the entry's `Arc` keeps its `Shared`, and so the magazine, alive.
+            // Safety: the entry's `Arc` keeps its `FreeSlots`, and so the magazine, alive.
             entry.shared.retire(unsafe { entry.magazine.as_ref() });
         }
     }
 }
 
-/// The entry used last, as (the address of its pool's `Shared`, its magazine).
+/// The entry used last, as (the address of its pool's `FreeSlots`, its magazine).
 type Last = (usize, NonNull<CachePadded<Magazine>>);
 
-/// No entry: no `Shared` is at address 0.
+/// No entry: no `FreeSlots` is at address 0.
 const NONE: Last = (0, NonNull::dangling());
 
 const_thread_local! {
@@ -55,13 +55,13 @@ fn set_last(last: Last) {
 /// The calling thread's magazine of `shared`, claimed on first use; `None` once this thread's
 /// thread-locals are being destroyed. Claimed by this thread: its owner's accessors are ours.
 #[inline]
-pub(super) fn own(shared: &Arc<Shared>) -> Option<&Magazine> {
+pub(super) fn own(shared: &Arc<FreeSlots>) -> Option<&Magazine> {
     let key = Arc::as_ptr(shared) as usize;
     let (last_key, last) = LAST.try_with(Cell::get).unwrap_or(NONE);
     let magazine = if last_key == key { last } else { find_or_claim(shared, key)? };
     // Safety: `magazine` is `shared`'s: the entry it comes from (`LAST`'s invariant) has key
     // `key`, and that entry's `Arc` keeps `shared` at this address, so it is no other pool's.
-    // A magazine lives as long as its `Shared` (freed in `Shared::drop`), which the borrow of
+    // A magazine lives as long as its `FreeSlots` (freed in `FreeSlots::drop`), which the borrow of
     // `shared` keeps alive.
     Some(unsafe { magazine.as_ref() })
 }
@@ -69,7 +69,7 @@ pub(super) fn own(shared: &Arc<Shared>) -> Option<&Magazine> {
 /// This thread's magazine of the pool whose shared part is `shared` (at address `key`),
 /// claiming one on first use. Forgets the entries of pools that are gone.
 #[cold]
-fn find_or_claim(shared: &Arc<Shared>, key: usize) -> Option<NonNull<CachePadded<Magazine>>> {
+fn find_or_claim(shared: &Arc<FreeSlots>, key: usize) -> Option<NonNull<CachePadded<Magazine>>> {
     HELD.try_with(|held| {
         let mut entries = held.entries.borrow_mut();
         entries.retain(|entry| !entry.shared.is_closed());

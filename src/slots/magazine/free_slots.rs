@@ -159,12 +159,12 @@ impl Magazine {
 }
 
 /// What the pool and every thread holding one of its magazines share.
-pub(super) struct Shared {
+pub(super) struct FreeSlots {
     /// The depot: free slots not in any magazine.
     pub(super) depot: FreeList,
     /// Set when the pool ran out; magazines are bypassed while it is set.
     starved: CachePadded<AtomicBool>,
-    /// Every magazine of this pool: a push-only list, freed when `Shared` drops.
+    /// Every magazine of this pool: a push-only list, freed when `FreeSlots` drops.
     magazines: AtomicPtr<CachePadded<Magazine>>,
     /// Chains of magazines whose threads exited, not yet on the depot.
     returned: Mutex<Vec<Chain>>,
@@ -178,7 +178,7 @@ pub(super) struct Shared {
     closed: AtomicBool,
 }
 
-impl Shared {
+impl FreeSlots {
     pub(super) fn new(size: u32) -> Self {
         Self {
             depot: FreeList::new(),
@@ -275,7 +275,7 @@ impl Shared {
         let mut cursor = self.magazines.load(Ordering::Acquire);
         while !cursor.is_null() {
             // Safety: magazines are published fully built (Release CAS below, Acquire loads
-            // here) and freed only when `Shared` drops, which `&self` rules out.
+            // here) and freed only when `FreeSlots` drops, which `&self` rules out.
             let magazine = unsafe { &*cursor };
             // Acquire: pairs with the Release in `retire`: we see what the last owner left.
             if !magazine.claimed.load(Ordering::Relaxed)
@@ -349,7 +349,7 @@ impl Shared {
     }
 }
 
-impl Drop for Shared {
+impl Drop for FreeSlots {
     fn drop(&mut self) {
         let mut cursor = self.magazines.load(Ordering::Relaxed);
         while !cursor.is_null() {

@@ -55,10 +55,10 @@
 //! `held.rs` finds the calling thread's magazine; `shared.rs` holds the depot, the magazine
 //! records and the exited threads' chains.
 
+mod free_slots;
 mod held;
-mod shared;
 
-use self::shared::{Magazine, Shared};
+use self::free_slots::{FreeSlots, Magazine};
 use super::freelist::{Chain, Links};
 use crate::sync::{Arc, Ordering};
 
@@ -109,7 +109,7 @@ pub struct MagazineCounts {
 /// assert_eq!(slots.count_quiescent(&links, 100), 64);
 /// ```
 pub struct Magazines {
-    shared: Arc<Shared>,
+    shared: Arc<FreeSlots>,
 }
 
 impl std::fmt::Debug for Magazines {
@@ -121,7 +121,7 @@ impl std::fmt::Debug for Magazines {
 impl Magazines {
     /// Magazines of at most `size` slots each (at least 2), over an empty depot.
     pub fn new(size: u32) -> Self {
-        Self { shared: Arc::new(Shared::new(size.max(2))) }
+        Self { shared: Arc::new(FreeSlots::new(size.max(2))) }
     }
 
     /// Most slots one magazine holds.
