@@ -121,7 +121,7 @@ pub use context::CollectorThread;
 #[cfg(feature = "vulkan")]
 #[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 pub use context::QueueSubmitError;
-pub use context::{Builder, Stats, TracingContext};
+pub use context::{ActivityStats, Builder, Stats, TracingContext};
 pub use error::{ConfigError, Error, TimeError};
 pub use launch::Launch;
 pub use location::{ArgValue, DynamicLocation, Location, SourceLocation, Verbosity};

@@ -9,7 +9,13 @@
 //! - `cuda`: CUDA through `cudarc` (feature `cuda`).
 //! - `cupti`: CUPTI activity records of kernels, copies and memsets (feature `cupti`).
 //! - `vulkan`: Vulkan timestamp queries through `ash` (feature `vulkan`).
+//!
+//! Two kinds of source ([`Timing`]): a backend that records timing events (the simulation,
+//! CUDA events, Vulkan), or one that reports the work the GPU ran ([`activity`]: CUPTI, and
+//! the simulation's [`SimActivities`](sim::SimActivities)). The same lists, guards, `submit`,
+//! `collect`, frames and sinks serve both; switching is the backend given to the builder.
 
+pub mod activity;
 #[cfg(feature = "cuda")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
 pub mod cuda;
@@ -17,9 +23,12 @@ pub mod cuda;
 #[cfg_attr(docsrs, doc(cfg(feature = "cupti")))]
 pub mod cupti;
 pub mod sim;
+mod sim_activities;
 #[cfg(feature = "vulkan")]
 #[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 pub mod vulkan;
+
+pub use activity::{ActivitySource, Timing};
 
 /// A failure reported by the GPU backend, with the call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +129,12 @@ pub trait Backend: Send + Sync + 'static {
 
     /// When a list takes its place in its lane's order. Default: at its first record.
     const PLACEMENT: Placement = Placement::FirstRecord;
+    /// How zones are timed: by events this backend records (the default), or by the work
+    /// records of its [`activity_source`](Self::activity_source). An activity backend records
+    /// no event (its `record_mark` does nothing and never fails), and the collector never
+    /// calls its other event methods: its zones take slots only to travel through
+    /// submission.
+    const TIMING: Timing = Timing::Events;
 
     /// A short name for reports ("sim", "cuda", "vulkan").
     fn name(&self) -> &'static str;
@@ -187,6 +202,12 @@ pub trait Backend: Send + Sync + 'static {
     /// that instant: sinks use it to put host times on a CPU trace's timeline exactly.
     /// `None` (the default) when the host clock is some other clock (the manual simulation).
     fn host_clock_origin(&self) -> Option<std::time::Instant> {
+        None
+    }
+    /// Where the collector reads the work the GPU ran, for a backend whose
+    /// [`TIMING`](Self::TIMING) is [`Timing::Activities`] (`Builder::build` refuses one that
+    /// gives none). `None` (the default) for an event backend.
+    fn activity_source(&self) -> Option<&dyn ActivitySource> {
         None
     }
 }

@@ -26,6 +26,7 @@
 //! Unlike CUDA, whose event timestamps have a resolution of about half a microsecond, the
 //! simulation stamps events to the nanosecond.
 
+pub use super::sim_activities::SimActivities;
 use super::Backend;
 use super::BackendError;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};

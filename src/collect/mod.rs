@@ -33,8 +33,10 @@
 //! inside. No call's work grows with what producers submit while it runs: a flush reads once,
 //! and every holder of the emitter hands over after its rounds (docs/design.md, section 4).
 
+mod activity;
 mod clock;
 mod concurrent;
+mod deliver;
 mod emit;
 mod estimator;
 mod mapping;
@@ -44,7 +46,7 @@ mod watch;
 
 pub use report::{CollectError, CollectReport, Collected};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Timing};
 use crate::error::Error;
 use crate::shared::config::Config;
 use crate::shared::record::ListRecord;
@@ -52,7 +54,9 @@ use crate::shared::Inner;
 use crate::sink::Sink;
 use crate::slots::pool::Pool;
 use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU64, Mutex, MutexGuard, Ordering};
-use emit::Emitter;
+use activity::ActivityOrder;
+use deliver::Delivery;
+use emit::EventOrder;
 use read::{read_phase, ReadOutcome, ReadShare};
 
 /// `Collector::state`: set while a flush keeps new readers out.
@@ -87,6 +91,52 @@ crate::sync::const_thread_local! {
     static HOLDING: std::cell::Cell<u32> = std::cell::Cell::new(0);
 }
 
+/// Which emit phase: a `collect`'s, a `flush`'s (an activity source is read until the lists
+/// taken have their records, within the hold limit), or the last handle's (`force`: no list
+/// can come any more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    Collect,
+    Flush,
+    Final,
+}
+
+/// What the emitting collector holds, behind its lock: the order of the context's source
+/// (events or activity records: docs/design.md, section 13) and the delivery to its sinks,
+/// which serves both.
+pub(crate) struct Emitter<B: Backend> {
+    delivery: Delivery,
+    order: Order<B>,
+}
+
+enum Order<B: Backend> {
+    Events(EventOrder<B>),
+    Activities(ActivityOrder),
+}
+
+impl<B: Backend> Emitter<B> {
+    /// One emit phase of the context's source; the time it takes is `Stats::emitter_ns`.
+    fn emit_phase(&mut self, ctx: &Inner<B>, pass: Pass, report: &mut CollectReport) -> Option<Error> {
+        let started = std::time::Instant::now();
+        let error = match &mut self.order {
+            Order::Events(order) => order.emit_phase(ctx, &mut self.delivery, pass == Pass::Final, report),
+            Order::Activities(order) => order.emit_phase(ctx, &mut self.delivery, pass, report),
+        };
+        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        ctx.counters().emitter_ns.fetch_add(spent, Ordering::Relaxed);
+        error
+    }
+
+    /// Lists held back: read and waiting for an earlier list of their lane, or taken and
+    /// waiting for their records.
+    fn waiting_lists(&self) -> usize {
+        match &self.order {
+            Order::Events(order) => order.waiting_lists(),
+            Order::Activities(order) => order.waiting_lists(),
+        }
+    }
+}
+
 /// One context's collection: the shared state it empties, the emitter's state behind its
 /// lock, and the word of the read/flush hand-off.
 pub(crate) struct Collector<B: Backend> {
@@ -98,8 +148,9 @@ pub(crate) struct Collector<B: Backend> {
     /// starting or ending are ordered by one modification order: every change is a
     /// read-modify-write.
     state: AtomicU64,
-    /// What the collectors in their read phase share (read.rs).
-    share: ReadShare<B>,
+    /// What the collectors in their read phase share (read.rs): an event source's only (an
+    /// activity source has no event to read).
+    share: Option<ReadShare<B>>,
     /// [`LAST_ROUND`] and the count of emit rounds begun: what a caller that found the
     /// emitter busy reads to know whether the holder will look at `read` again.
     handover: AtomicU64,
@@ -184,8 +235,18 @@ impl<B: Backend> Collector<B> {
         id: u32,
         sinks: Vec<Box<dyn Sink>>,
     ) -> Result<Self, Error> {
-        let (emitter, info) = Emitter::new(&backend, id, &config.name, sinks)?;
-        let share = ReadShare::new(Arc::clone(emitter.timeline()));
+        let (order, share, info) = match B::TIMING {
+            Timing::Events => {
+                let (order, info) = EventOrder::new(&backend, id, &config.name)?;
+                let share = ReadShare::new(Arc::clone(order.timeline()));
+                (Order::Events(order), Some(share), info)
+            }
+            Timing::Activities => {
+                let (order, info) = ActivityOrder::new(&backend, id, &config.name)?;
+                (Order::Activities(order), None, info)
+            }
+        };
+        let emitter = Emitter { delivery: Delivery::open(sinks, info.clone())?, order };
         Ok(Self {
             inner: Arc::new(Inner::new(backend, config, pool, info)),
             emitter: Mutex::new(emitter),
@@ -255,7 +316,7 @@ impl<B: Backend> Collector<B> {
             rounds += 1;
             let last = rounds >= ROUNDS;
             self.begin_round(last);
-            if let Some(e) = emitter.emit_phase(inner, false, report) {
+            if let Some(e) = emitter.emit_phase(inner, Pass::Collect, report) {
                 error.get_or_insert(e);
             }
             report.pending_lists = emitter.waiting_lists() + retried;
@@ -329,7 +390,10 @@ impl<B: Backend> Collector<B> {
             return None;
         }
         let _reading = Reading(&self.state);
-        Some(read_phase(&self.inner, &self.share, false, before & READERS > 0))
+        Some(match &self.share {
+            Some(share) => read_phase(&self.inner, share, false, before & READERS > 0),
+            None => ReadOutcome::default(),
+        })
     }
 
     /// Waits for every list submitted before the call, collects them all in one round, and
@@ -359,7 +423,10 @@ impl<B: Backend> Collector<B> {
         while self.state.fetch_add(0, Ordering::SeqCst) & READERS != 0 {
             spin_wait();
         }
-        let outcome = read_phase(inner, &self.share, true, false);
+        let outcome = match &self.share {
+            Some(share) => read_phase(inner, share, true, false),
+            None => ReadOutcome::default(),
+        };
         report.read_lists += outcome.read;
         report.errors += outcome.errors;
         if let Some(e) = outcome.error {
@@ -367,12 +434,13 @@ impl<B: Backend> Collector<B> {
         }
         // This flush's first round (ROUNDS > 1: never the last).
         self.begin_round(false);
-        if let Some(e) = emitter.emit_phase(inner, force, &mut report) {
+        let pass = if force { Pass::Final } else { Pass::Flush };
+        if let Some(e) = emitter.emit_phase(inner, pass, &mut report) {
             error.get_or_insert(e);
         }
         let missed = flushing.end();
         report.pending_lists = emitter.waiting_lists();
-        if let Some(e) = emitter.flush_sinks(inner) {
+        if let Some(e) = emitter.delivery.flush(inner) {
             report.errors += 1;
             error.get_or_insert(e);
         }
@@ -406,7 +474,7 @@ impl<B: Backend> Collector<B> {
     /// context (a collector thread's collect then finds no sink).
     pub(crate) fn finish(&self) -> Result<CollectReport, CollectError> {
         let flushed = self.flush(true);
-        let finished = Held::new(lock(&self.emitter)).finish_sinks(&self.inner);
+        let finished = Held::new(lock(&self.emitter)).delivery.finish(&self.inner);
         match (flushed, finished) {
             (flushed, None) => flushed,
             (Ok(mut report), Some(error)) => {

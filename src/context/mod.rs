@@ -15,12 +15,10 @@ mod tests;
 #[cfg(feature = "vulkan")]
 mod vulkan;
 
-#[cfg(feature = "cupti")]
-pub(crate) use builder::next_context_id;
 pub use builder::Builder;
 #[cfg(not(gpu_event_pool_loom))]
 pub use collector_thread::CollectorThread;
 pub use handle::TracingContext;
-pub use stats::Stats;
+pub use stats::{ActivityStats, Stats};
 #[cfg(feature = "vulkan")]
 pub use vulkan::QueueSubmitError;

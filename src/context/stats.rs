@@ -1,6 +1,7 @@
 //! [`Stats`]: a snapshot of a context's slot counts and counters.
 
 use crate::backend::Backend;
+use crate::backend::activity::ActivityLosses;
 use crate::shared::{Inner, EVENTS_SUBMITTED, LISTS_DISCARDED, LISTS_SUBMITTED};
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -88,7 +89,9 @@ pub struct Stats {
     /// time (placing each list on the timeline, building its zones, the sinks, releasing
     /// slots). Reading times is not in it: concurrent `collect` callers share that.
     pub emitter_ns: u64,
-    // Issue 26, liveness: keep these together.
+    /// What a backend timed by activity records (CUPTI) emitted and lost: all 0 on an event
+    /// backend.
+    pub activity: ActivityStats,
     /// Calls of an error handler ([`Builder::on_error`](crate::Builder::on_error),
     /// [`CollectorThread::on_error`](crate::CollectorThread::on_error)) that panicked. The panic
     /// is caught: background collection goes on; the context's first one is logged as an
@@ -130,6 +133,13 @@ impl Stats {
             lists_late: get(&c.lists_late),
             concurrent_lists: get(&c.concurrent_lists),
             emitter_ns: c.emitter_ns.load(Ordering::Relaxed),
+            activity: ActivityStats {
+                activities: get(&c.activities),
+                empty_zones: get(&c.empty_zones),
+                late: get(&c.activities_late),
+                lists_partial: get(&c.lists_partial),
+                losses: inner.backend().activity_source().map(|s| s.losses()).unwrap_or_default(),
+            },
             error_handler_panics: get(&c.error_handler_panics),
         }
     }
@@ -138,4 +148,26 @@ impl Stats {
     pub fn unaccounted(&self) -> i64 {
         self.capacity as i64 - (self.free + self.owned + self.submitted) as i64
     }
+}
+
+/// What a context timed by activity records emitted and lost ([`Stats::activity`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ActivityStats {
+    /// Work records (kernels, copies, memsets) emitted as zones: within their zone's list,
+    /// or alone at depth 0 (work outside any zone, or on another stream than its zone's).
+    pub activities: usize,
+    /// Zones that ended with no work on their stream (nothing to time): not emitted.
+    pub empty_zones: usize,
+    /// Batches emitted after a later batch of their stream: the source held their records
+    /// back (CUPTI hands a buffer over only once every record in it is complete). A Chrome
+    /// trace shows them as they ran; Tracy may draw them out of place.
+    pub late: usize,
+    /// Lists emitted once the hold limit had passed without a record of every launch linked
+    /// to their zones (a record the source dropped, a launch that makes none), with the work
+    /// that arrived.
+    pub lists_partial: usize,
+    /// What the source lost: records dropped, buffers refused, records without times, links
+    /// it could not keep.
+    pub losses: ActivityLosses,
 }

@@ -34,4 +34,14 @@ pub enum RecordError {
     /// counted. A zone begun before still ends, so nesting stays balanced.
     #[error("the tracing context was dropped: zone dropped")]
     ContextClosed,
+    /// The backend cannot record this kind of zone: graph zones on a backend timed by
+    /// activity records (CUPTI reports every node of a graph launch as work of its own). The
+    /// zone was dropped (and counted), and nesting stays balanced.
+    #[error("{call} is not supported by the {backend} backend: zone dropped")]
+    Unsupported {
+        /// The recording call.
+        call: &'static str,
+        /// The backend's name.
+        backend: &'static str,
+    },
 }

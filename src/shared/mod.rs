@@ -43,8 +43,14 @@ pub(crate) struct Counters {
     pub(crate) lists_late: AtomicUsize,
     pub(crate) concurrent_lists: AtomicUsize,
     pub(crate) emitter_ns: AtomicU64,
-    /// Issue 26 (liveness): calls of the error handler that panicked (`context/handle.rs`).
+    /// Calls of the error handler that panicked (`context/handle.rs`).
     pub(crate) error_handler_panics: AtomicUsize,
+    /// An activity source's work emitted as zones, user zones with no work, work emitted
+    /// after later work of its lane, and lists emitted without every launch's record.
+    pub(crate) activities: AtomicUsize,
+    pub(crate) empty_zones: AtomicUsize,
+    pub(crate) activities_late: AtomicUsize,
+    pub(crate) lists_partial: AtomicUsize,
 }
 
 pub(crate) const LISTS_SUBMITTED: usize = 0;
@@ -280,6 +286,10 @@ impl<B: Backend> Inner<B> {
                 concurrent_lists: AtomicUsize::new(0),
                 emitter_ns: AtomicU64::new(0),
                 error_handler_panics: AtomicUsize::new(0),
+                activities: AtomicUsize::new(0),
+                empty_zones: AtomicUsize::new(0),
+                activities_late: AtomicUsize::new(0),
+                lists_partial: AtomicUsize::new(0),
             }),
             info,
             switches: AtomicU8::new(switches),
@@ -354,37 +364,57 @@ impl<B: Backend> Inner<B> {
         frame: Option<u64>,
     ) {
         self.counters.recorded.add(LISTS_SUBMITTED, 1);
-        let (Some((mut head, used)), Some(home), Some(first)) = (used, home, events.first()) else {
+        let list = ListRecord { list_id, first_host_ns, list_frame: frame, ..ListRecord::default() };
+        if !self.push_list(used, events, home, list) {
             self.counters.lists_collected.fetch_add(1, Ordering::Relaxed);
-            return;
+        }
+    }
+
+    /// Owned -> Submitted for a list dropped unsubmitted on a backend timed by activities:
+    /// counted as discarded, and handed to the collector (`ListKind::Discarded`) so that the
+    /// work its zones launched is not kept waiting for it.
+    pub(crate) fn enqueue_discarded(
+        &self,
+        used: Option<(ListHead, Chain)>,
+        events: Vec<EventRecord>,
+        list_id: u64,
+        home: Option<LaneSeq>,
+    ) {
+        self.count_discarded();
+        let list = ListRecord { list_id, list_kind: ListKind::Discarded, ..ListRecord::default() };
+        let _ = self.push_list(used, events, home, list);
+    }
+
+    /// Pushes a list with recorded events on the submission queue: its head record is `list`
+    /// with its events, lane, slots and place. Whether it had any to push.
+    fn push_list(
+        &self,
+        used: Option<(ListHead, Chain)>,
+        events: Vec<EventRecord>,
+        home: Option<LaneSeq>,
+        list: ListRecord,
+    ) -> bool {
+        let (Some((mut head, used)), Some(home), Some(first)) = (used, home, events.first()) else {
+            return false;
         };
         debug_assert_eq!((first.slot, events.len()), (used.first, used.len as usize));
         let lane = first.lane;
         self.record_buffers.note_len(used.len);
+        let submitted = list.list_kind == ListKind::Submitted;
         // The list's slots are still Owned by the submitting thread (it holds their head)
         // until the push below publishes them to the collector.
         head.write(&self.pool, |r| {
-            *r = ListRecord {
-                events,
-                lane,
-                list_last: used.last,
-                list_len: used.len,
-                list_id,
-                list_seq: home,
-                list_kind: ListKind::Submitted,
-                list_probed: false,
-                zones: Vec::new(),
-                list_placed: None,
-                first_host_ns,
-                list_frame: frame,
-            };
+            *r = ListRecord { events, lane, list_last: used.last, list_len: used.len, list_seq: home, ..list };
         });
         self.pool.mark_submitted(used.len);
-        self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
+        if submitted {
+            self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
+        }
         OWN_LANE.with(|c| c.set(home.entry));
         self.queue.push(&self.pool, head);
         // Handed to the collector: the place is no longer held by a list being recorded.
         self.lanes.release(home);
+        true
     }
 
     /// Runs the relief (a collect) for a recording thread that found the pool exhausted;

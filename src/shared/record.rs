@@ -114,6 +114,9 @@ pub(crate) enum ListKind {
     Read,
     /// Its times could not be read: its zones are dropped.
     Failed,
+    /// Dropped unsubmitted, handed to the collector all the same (an activity source's list:
+    /// its launches' work is reported and goes out, its zones do not).
+    Discarded,
 }
 
 impl Default for ListRecord {

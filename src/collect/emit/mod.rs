@@ -1,25 +1,24 @@
-//! Phase 2 of collection, the emit: run by one caller at a time (the others return at once,
-//! their reading done). Take the read lists, and per lane emit every list whose place is
-//! next, in place order, at the time its reader placed it on the context's timeline (or
-//! placed here, when that read failed: `clock.rs`); hand the zones to the sinks (a sink's failure or panic is
-//! caught and reported, the other sinks still called); release every emitted list's slots
-//! with one CAS.
+//! Phase 2 of collection for an event source, the emit: run by one caller at a time (the
+//! others return at once, their reading done). Take the read lists, and per lane emit every
+//! list whose place is next, in place order, at the time its reader placed it on the
+//! context's timeline (or placed here, when that read failed: `clock.rs`); hand the zones to
+//! the delivery (`deliver.rs`); release every emitted list's slots with one CAS.
 
 use super::clock::{Observation, Timeline};
 use super::concurrent::ConcurrentLists;
 use super::mapping::HostClock;
 use super::report::CollectReport;
-use super::watch::Watch;
-use crate::backend::{guarded, panic_message, Backend, BackendError, Lane};
+use super::deliver::Delivery;
+use crate::backend::{guarded, Backend, BackendError, Lane};
 use crate::error::Error;
 use crate::launch::Launch;
 use crate::shared::lanes::{LaneSeq, ENTRIES};
 use crate::shared::record::{ListKind, ListRecord};
 use crate::shared::Inner;
-use crate::sink::{ContextInfo, Sink, Zone, ZoneBatch};
+use crate::sink::{ContextInfo, Zone, ZoneBatch};
 use crate::slots::freelist::{Chain, NIL};
 use crate::slots::head::ListHead;
-use crate::sync::{lock, Arc, Ordering};
+use crate::sync::{Arc, Ordering};
 use std::collections::{BTreeMap, HashMap};
 
 /// In `Emitter::waiting` and its heads, a place given up by a list dropped unsubmitted (no
@@ -42,8 +41,9 @@ struct Stall {
     since: Option<i64>,
 }
 
-/// State only the emitting collector touches (behind the collector's emitter lock).
-pub(crate) struct Emitter<B: Backend> {
+/// The order and clock of an event source: state only the emitting collector touches
+/// (behind the collector's emitter lock).
+pub(crate) struct EventOrder<B: Backend> {
     /// The anchors (kept by the readers), and the GPU-to-host mapping (the emitter's).
     timeline: Arc<Timeline<B>>,
     clock: HostClock,
@@ -62,13 +62,6 @@ pub(crate) struct Emitter<B: Backend> {
     /// (host ns) its holder has held it (the hold limit).
     stalled: HashMap<u32, Stall>,
     taken: Vec<ListHead>,
-    /// The sinks, in the order they were added; `None` once one panicked (never called again).
-    sinks: Vec<Option<Box<dyn Sink>>>,
-    /// How many panicked.
-    stopped: usize,
-    info: ContextInfo,
-    /// Frame marks and counters for the sinks (watch.rs).
-    watch: Watch,
 }
 
 /// The latest end emitted on a lane, and the bounds of the read that placed it.
@@ -79,15 +72,10 @@ struct LaneEnd {
     bound: i64,
 }
 
-impl<B: Backend> Emitter<B> {
-    /// Makes the emitter: its clock (the base event, recorded and waited for, like the seed's
-    /// calibration), and opens the sinks.
-    pub(crate) fn new(
-        backend: &B,
-        id: u32,
-        name: &str,
-        sinks: Vec<Box<dyn Sink>>,
-    ) -> Result<(Self, ContextInfo), Error> {
+impl<B: Backend> EventOrder<B> {
+    /// Makes the order and its clock (the base event, recorded and waited for, like the
+    /// seed's calibration), and what the sinks are told about the context.
+    pub(crate) fn new(backend: &B, id: u32, name: &str) -> Result<(Self, ContextInfo), Error> {
         let (timeline, at) = Timeline::new(backend)?;
         let info = ContextInfo {
             id,
@@ -102,7 +90,7 @@ impl<B: Backend> Emitter<B> {
         for observation in news.drain(..) {
             clock.calibrate(observation.at.gpu_ns, observation.at.host_ns, observation.observed_ns);
         }
-        let mut emitter = Self {
+        let order = Self {
             timeline: Arc::new(timeline),
             clock,
             news,
@@ -113,49 +101,8 @@ impl<B: Backend> Emitter<B> {
             concurrent: ConcurrentLists::new(B::PLACEMENT),
             stalled: HashMap::new(),
             taken: Vec::new(),
-            sinks: sinks.into_iter().map(Some).collect(),
-            stopped: 0,
-            info: info.clone(),
-            watch: Watch::new(false),
         };
-        if let Some(e) = emitter.each_sink(|sink, info| sink.open(info)) {
-            return Err(e);
-        }
-        emitter.watch = Watch::new(emitter.sinks.iter().flatten().any(|sink| sink.wants_counters()));
-        Ok((emitter, info))
-    }
-
-    /// Calls `f` on every sink still in service; a sink that fails or panics is reported (the
-    /// first failure is returned) and the others are still called. A panic is caught so that
-    /// no slot and no later list is lost with it, and the sink that panicked is never called
-    /// again (its state is unknown): it is dropped, reported once, and counted in
-    /// `Stats::sinks_stopped`.
-    fn each_sink(
-        &mut self,
-        mut f: impl FnMut(&mut dyn Sink, &ContextInfo) -> std::io::Result<()>,
-    ) -> Option<Error> {
-        let mut error = None;
-        for index in 0..self.sinks.len() {
-            let Some(sink) = self.sinks[index].as_mut() else { continue };
-            let info = &self.info;
-            let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(sink.as_mut(), info)));
-            let failure = match call {
-                Ok(Ok(())) => continue,
-                Ok(Err(e)) => Error::Sink(e),
-                Err(panic) => {
-                    let stopped = self.sinks[index].take();
-                    // Dropping it may finish its output; a panic there is its last.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(stopped)));
-                    self.stopped += 1;
-                    Error::SinkPanicked(format!(
-                        "sink {index} panicked: {}; it is not called again",
-                        panic_message(panic.as_ref())
-                    ))
-                }
-            };
-            error.get_or_insert(failure);
-        }
-        error
+        Ok((order, info))
     }
 
     /// Phase 2: emits, lane by lane in place order, every read list whose turn has come,
@@ -164,28 +111,22 @@ impl<B: Backend> Emitter<B> {
     pub(crate) fn emit_phase(
         &mut self,
         ctx: &Inner<B>,
+        delivery: &mut Delivery,
         force: bool,
         report: &mut CollectReport,
     ) -> Option<Error> {
-        let started = std::time::Instant::now();
-        let mut error = None;
+        let mut error = delivery.name_lanes(ctx, &mut report.errors);
         let mut fail = |report: &mut CollectReport, e: Error| {
             report.errors += 1;
             error.get_or_insert(e);
         };
-        let names = std::mem::take(&mut *lock(ctx.lane_names()));
-        for (lane, name) in names {
-            if let Some(e) = self.each_sink(|sink, info| sink.name_lane(info, lane, &name)) {
-                fail(report, e);
-            }
-        }
         // The anchors completed since (the readers keep them: no backend call here).
         self.timeline.take_news(&mut self.news);
         let mut news = std::mem::take(&mut self.news);
         for observation in news.drain(..) {
             let at = observation.at;
             self.clock.calibrate(at.gpu_ns, at.host_ns, observation.observed_ns);
-            if let Some(e) = self.each_sink(|sink, info| sink.calibrate(info, at)) {
+            if let Some(e) = delivery.calibrate(at) {
                 fail(report, e);
             }
         }
@@ -200,7 +141,7 @@ impl<B: Backend> Emitter<B> {
             if seq.seq < self.next_place[seq.entry as usize] {
                 // Its lane moved on without it (the hold limit): emitted now, late.
                 ctx.counters().lists_late.fetch_add(1, Ordering::Relaxed);
-                let (chain, failure) = self.emit_list(ctx, head, report);
+                let (chain, failure) = self.emit_list(ctx, delivery, head, report);
                 if let Some(e) = failure {
                     fail(report, e);
                 }
@@ -247,7 +188,7 @@ impl<B: Backend> Emitter<B> {
             self.next_place[entry as usize] = place + 1;
             if let Some(head) = list {
                 self.waiting_lists -= 1;
-                let (chain, failure) = self.emit_list(ctx, head, report);
+                let (chain, failure) = self.emit_list(ctx, delivery, head, report);
                 if let Some(e) = failure {
                     fail(report, e);
                 }
@@ -264,31 +205,12 @@ impl<B: Backend> Emitter<B> {
         if let Some(chain) = release {
             ctx.pool().release_submitted(chain);
         }
-        if let Some(e) = self.deliver_watch(ctx) {
+        if let Some(e) = delivery.end_phase(ctx) {
             fail(report, e);
         }
         let oldest = self.timeline.oldest_gpu_ns();
         self.lane_end.retain(|_, lane| lane.end >= oldest);
         self.concurrent.forget_before(oldest);
-        let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        ctx.counters().emitter_ns.fetch_add(spent, Ordering::Relaxed);
-        ctx.counters().sinks_stopped.store(self.stopped, Ordering::Relaxed);
-        error
-    }
-
-    /// Hands the sinks the frame marks and, if one wants it, a sample of the counters
-    /// (watch.rs).
-    fn deliver_watch(&mut self, ctx: &Inner<B>) -> Option<Error> {
-        let (marks, sample) = self.watch.take(ctx);
-        let mut error = None;
-        for mark in marks {
-            if let Some(e) = self.each_sink(|sink, info| sink.frame(info, mark)) {
-                error.get_or_insert(e);
-            }
-        }
-        if let Some(e) = sample.and_then(|sample| self.each_sink(|sink, info| sink.counters(info, &sample))) {
-            error.get_or_insert(e);
-        }
         error
     }
 
@@ -406,6 +328,7 @@ impl<B: Backend> Emitter<B> {
     fn emit_list(
         &mut self,
         ctx: &Inner<B>,
+        delivery: &mut Delivery,
         mut head: ListHead,
         report: &mut CollectReport,
     ) -> (Chain, Option<Error>) {
@@ -416,7 +339,7 @@ impl<B: Backend> Emitter<B> {
         // Read lists were placed by their reader (one that could not failed its list).
         let placed = match record.list_kind {
             ListKind::Read => record.list_placed,
-            ListKind::Failed | ListKind::Submitted => None,
+            ListKind::Failed | ListKind::Submitted | ListKind::Discarded => None,
         };
         report.lists += 1;
         ctx.counters().lists_collected.fetch_add(1, Ordering::Relaxed);
@@ -469,14 +392,11 @@ impl<B: Backend> Emitter<B> {
                 ctx.counters().zones_moved_to_launch.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.watch.emitted(&zones);
         let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
-        if let Some(e) = self.each_sink(|sink, info| sink.zones(info, batch)) {
-            ctx.counters().sink_failures.fetch_add(1, Ordering::Relaxed);
+        if let Some(e) = delivery.zones(ctx, batch) {
             failure.get_or_insert(e);
         }
         report.zones += zones.len();
-        ctx.counters().zones_emitted.fetch_add(zones.len(), Ordering::Relaxed);
         ctx.zone_buffers().give_back(zones);
         (chain, failure)
     }
@@ -529,35 +449,6 @@ impl<B: Backend> Emitter<B> {
                 *last = LaneEnd { end, drift, bound: bound + shift };
             }
         }
-    }
-
-    /// Finishes the sinks: drops each (a Chrome trace closes its array then), in the order
-    /// they were added; none is called again. A sink that panics in its drop is reported (the
-    /// first such panic is returned) and counted in `Stats::sink_failures`.
-    pub(crate) fn finish_sinks(&mut self, ctx: &Inner<B>) -> Option<Error> {
-        let mut error = None;
-        for (index, sink) in self.sinks.iter_mut().enumerate() {
-            let Some(sink) = sink.take() else { continue };
-            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(sink))) {
-                ctx.counters().sink_failures.fetch_add(1, Ordering::Relaxed);
-                error.get_or_insert(Error::SinkPanicked(format!(
-                    "sink {index} panicked when finished (dropped): {}",
-                    panic_message(panic.as_ref())
-                )));
-            }
-        }
-        error
-    }
-
-    /// Flushes every sink; a flush that failed (or panicked) is counted in
-    /// `Stats::sink_failures`, once per call, as a failed batch is.
-    pub(crate) fn flush_sinks(&mut self, ctx: &Inner<B>) -> Option<Error> {
-        let error = self.each_sink(|sink, _| sink.flush());
-        if error.is_some() {
-            ctx.counters().sink_failures.fetch_add(1, Ordering::Relaxed);
-        }
-        ctx.counters().sinks_stopped.store(self.stopped, Ordering::Relaxed);
-        error
     }
 }
 

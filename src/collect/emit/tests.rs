@@ -72,7 +72,7 @@ impl Backend for PanickyClock {
 #[test]
 fn a_host_clock_that_panics_under_the_hold_limit_is_an_error_not_an_unwind() {
     let backend = PanickyClock { sim: SimBackend::manual(), panics: AtomicU32::new(0) };
-    let (mut emitter, info) = Emitter::new(&backend, 1, "panicky", Vec::new()).unwrap();
+    let (mut emitter, info) = EventOrder::new(&backend, 1, "panicky").unwrap();
     let pool = Pool::new(4, 4, 4, || backend.create_event()).unwrap();
     let ctx = Inner::new(backend, Config::default(), pool, info);
     let lane = Lane::Stream(1);

@@ -29,7 +29,8 @@ mod step;
 
 use super::error::RecordError;
 use super::ENABLED;
-use crate::backend::{Backend, Lane, Placement};
+use crate::backend::activity::{self, ZoneKey};
+use crate::backend::{Backend, BackendError, Lane, Placement, Timing};
 use crate::limits::MAX_DEPTH;
 use crate::location::{Location, Verbosity};
 use crate::shared::config::{BEGIN_SLOTS, MAX_SLOTS};
@@ -52,6 +53,9 @@ const _: () = assert!(MAX_SLOTS < SKIPPED && SKIPPED < DROPPED);
 /// The backend calls that record an event, as a caught panic names them.
 const RECORD: &str = "Backend::record_mark";
 const ADD_NODE: &str = "Backend::add_graph_record_node";
+/// The code of the error a graph step of a backend timed by activities makes, before it
+/// becomes [`RecordError::Unsupported`].
+const UNSUPPORTED: &str = "not supported by a backend timed by activities";
 
 /// The timing events of one command buffer: zones recorded on streams or as graph nodes,
 /// submitted as a whole with [`TracingContext::submit`](crate::TracingContext::submit).
@@ -218,9 +222,14 @@ impl<B: Backend> EventList<B> {
             return Ok(None);
         }
         let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
+        let refused = B::TIMING == Timing::Activities;
         self.step(lane, false, Some(location.into()), ADD_NODE, |b, e, _| {
+            if refused {
+                return Err(BackendError::new(ADD_NODE, UNSUPPORTED));
+            }
             b.add_graph_record_node(e, graph, dependencies)
         })
+        .map_err(|e| self.unsupported("graph_zone_begin", e))
     }
 
     /// Ends the innermost open zone with an event-record node in `graph` after
@@ -234,7 +243,14 @@ impl<B: Backend> EventList<B> {
             return Ok(None);
         }
         let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
-        self.step(lane, true, None, ADD_NODE, |b, e, _| b.add_graph_record_node(e, graph, dependencies))
+        let refused = B::TIMING == Timing::Activities;
+        self.step(lane, true, None, ADD_NODE, |b, e, _| {
+            if refused {
+                return Err(BackendError::new(ADD_NODE, UNSUPPORTED));
+            }
+            b.add_graph_record_node(e, graph, dependencies)
+        })
+        .map_err(|e| self.unsupported("graph_zone_end", e))
     }
 
     /// Ends the innermost open zone and begins the next with ONE event-record node in `graph`.
@@ -248,9 +264,29 @@ impl<B: Backend> EventList<B> {
             return Ok(None);
         }
         let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
+        let refused = B::TIMING == Timing::Activities;
         self.step(lane, true, Some(location.into()), ADD_NODE, |b, e, _| {
+            if refused {
+                return Err(BackendError::new(ADD_NODE, UNSUPPORTED));
+            }
             b.add_graph_record_node(e, graph, dependencies)
         })
+        .map_err(|e| self.unsupported("graph_zone_next", e))
+    }
+
+    /// A graph step refused on a backend timed by activities, as its typed error.
+    fn unsupported(&self, call: &'static str, error: RecordError) -> RecordError {
+        match error {
+            RecordError::Backend(e) if e.code == UNSUPPORTED => {
+                RecordError::Unsupported { call, backend: self.ctx.backend().name() }
+            }
+            other => other,
+        }
+    }
+
+    /// The key of the zone whose begin is this list's event at `position`.
+    pub(super) fn zone_key(&self, position: u32) -> ZoneKey {
+        ZoneKey { context: self.ctx.info().id, list: self.id, position }
     }
 
     /// Hands the recorded events to the context's submission queue and the unused
@@ -281,6 +317,19 @@ impl<B: Backend> EventList<B> {
     pub(crate) fn context(&self) -> &Arc<Inner<B>> {
         &self.ctx
     }
+
+    /// An activity list dropped unsubmitted: handed to the collector as discarded (counted in
+    /// `Stats::lists_discarded`), so that the work its zones launched is emitted alone
+    /// without waiting for a list that never comes.
+    fn discard(&mut self) {
+        let pool = self.ctx.pool();
+        let (used, spare) = self.runs.take_chains(pool);
+        if let Some(spare) = spare {
+            pool.release_owned(spare);
+        }
+        let records = std::mem::take(&mut self.records);
+        self.ctx.enqueue_discarded(used, records, self.id, self.home.take());
+    }
 }
 
 /// Collects a recording thread runs, at most, before it reports the pool exhausted: each
@@ -305,6 +354,15 @@ impl<B: Backend> Drop for EventList<B> {
         #[cfg(feature = "nvtx")]
         for token in self.nvtx[..self.depth].iter().rev() {
             crate::nvtx::pop(*token);
+        }
+        if B::TIMING == Timing::Activities {
+            // Its open zones leave this thread's stack (launches here are no longer theirs),
+            // and the collector hears of it: its launches' work goes out alone, at once.
+            activity::close_list(self.ctx.info().id, self.id);
+            if self.runs.used() > 0 {
+                self.discard();
+                return;
+            }
         }
         // The records are in the list's buffer (the slots' records were never written):
         // emptied for a later list.

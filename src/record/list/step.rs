@@ -6,7 +6,7 @@
 //! line, by the general step.
 
 use super::{holder, EventList, DROPPED, RELIEFS, SKIPPED};
-use crate::backend::{create_event, guarded, host_now, Backend, Lane, Mark, Placement};
+use crate::backend::{activity, create_event, guarded, host_now, Backend, Lane, Mark, Placement, Timing};
 use crate::launch::{thread_number, Launch};
 use crate::limits::MAX_DEPTH;
 use crate::location::Location;
@@ -47,7 +47,9 @@ impl<B: Backend> EventList<B> {
     /// one event, and nothing but its backend call can fail.
     #[inline(always)]
     fn is_plain(&self, end: bool, begin: Option<&Location>) -> bool {
-        if self.runs.used() == 0 {
+        // An activity source's zones also go on the thread's stack of open zones (a constant:
+        // nothing is tested on an event backend).
+        if self.runs.used() == 0 || B::TIMING == Timing::Activities {
             return false;
         }
         let (mut depth, mut reserved) = (self.depth, self.reserved);
@@ -159,9 +161,13 @@ impl<B: Backend> EventList<B> {
         } else {
             return Err(RecordError::NoOpenZone);
         };
-        if ended.is_some() {
+        if let Some(position) = ended {
             // The slot kept for this end is the one the event below takes.
             self.reserved -= 1;
+            if B::TIMING == Timing::Activities {
+                // Launches made on this thread from now on are no longer its work.
+                activity::close_zone(self.zone_key(position));
+            }
         }
 
         let mut error = None;
@@ -207,6 +213,10 @@ impl<B: Backend> EventList<B> {
                     if begins {
                         opened = Some(event);
                         self.reserved += 1;
+                        if B::TIMING == Timing::Activities {
+                            // Launches made on this thread from now on are its work.
+                            activity::open_zone(self.zone_key(event));
+                        }
                     }
                 }
                 Err(e) => {

@@ -1,0 +1,216 @@
+//! Activity records: the second kind of source, for a GPU API that reports the work it ran
+//! (CUPTI: every kernel, copy and memset, with its stream and its times) instead of timing
+//! events the crate records (docs/design.md, section 13).
+//!
+//! A backend whose [`Backend::TIMING`](super::Backend::TIMING) is [`Timing::Activities`]
+//! records no event for a zone: its lists take slots as every list does (they carry the
+//! list through submission), but a zone's GPU span is the span of the work launched inside
+//! it. What ties a launch to a zone is the launching thread: while a zone is open, it is on
+//! its thread's stack of open zones ([`current_zone`]), and the backend, called at the entry
+//! of each launching API call, links the call's correlation id to the innermost one
+//! ([`Link`]). The collector reads the backend's [`ActivitySource`]: the work records and the
+//! links, and makes zones of them in each stream's GPU order (`collect/activity/`).
+
+use super::BackendError;
+use crate::location::Location;
+use std::cell::RefCell;
+
+/// How a backend's zones are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    /// Each zone begins and ends with an event the backend records on the stream; the
+    /// collector reads their times (the simulation, CUDA events, Vulkan queries).
+    Events,
+    /// The backend records nothing; its [`ActivitySource`] reports the work that ran, and a
+    /// zone spans the work launched inside it (CUPTI).
+    Activities,
+}
+
+/// A zone as a launch link names it: the context, the list and the position of the zone's
+/// begin event in the list. Unique in the process while the list lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ZoneKey {
+    pub(crate) context: u32,
+    pub(crate) list: u64,
+    pub(crate) position: u32,
+}
+
+/// What kind of work an [`Activity`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkKind {
+    /// A kernel.
+    Kernel,
+    /// A memory copy.
+    Copy,
+    /// A memory set.
+    Set,
+}
+
+/// One piece of work the GPU ran, as a source reports it, on the host clock.
+#[derive(Debug, Clone)]
+pub struct Activity {
+    /// What it was.
+    pub kind: WorkKind,
+    /// Its zone's name (a kernel's function name) and arguments (a graph node's ids).
+    pub location: Location,
+    /// Its stream's lane key: the key [`Backend::stream_key`](super::Backend::stream_key)
+    /// gives that stream.
+    pub lane: u64,
+    /// The id of the API call that launched it, as the source numbers calls (in the order they
+    /// are made, wrapping at `u32::MAX`); a graph launch's nodes share their launch's id.
+    pub correlation: u32,
+    /// Begin and end on the backend's host clock
+    /// ([`Backend::host_now_ns`](super::Backend::host_now_ns)), in nanoseconds.
+    pub begin_ns: i64,
+    /// End, on the same clock (`>= begin_ns`).
+    pub end_ns: i64,
+}
+
+/// A launching API call tied to the zone open on its thread when it was made, or untied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    /// The call's correlation id.
+    pub correlation: u32,
+    /// The innermost zone open on the launching thread at the call's entry; `None` unties
+    /// the call (it failed: it launched nothing).
+    pub zone: Option<ZoneKey>,
+    /// The call this one was made inside, if any (a runtime API call's driver call): one
+    /// launch with two ids, of which its records carry one.
+    pub outer: Option<u32>,
+}
+
+/// What one [`ActivitySource::read`] hands the collector; the collector empties it.
+#[derive(Debug, Default)]
+pub struct ActivityBatch {
+    /// Work that completed, in the order the source read it.
+    pub activities: Vec<Activity>,
+    /// Links made before those records could be read: every record above has its link here or
+    /// in an earlier batch.
+    pub links: Vec<Link>,
+}
+
+/// What an activity source lost or could not time, cumulative.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ActivityLosses {
+    /// Records the API dropped for want of buffer space, as it reports them (CUPTI counts them
+    /// per buffer it completes: a lower bound).
+    pub records_dropped: u64,
+    /// Buffer requests the source answered with no buffer (every buffer was in the API's
+    /// hands or waiting to be read): records were lost if above 0.
+    pub buffers_refused: u64,
+    /// Records delivered without their times (work not finished when the source was forced to
+    /// hand everything over): not emitted.
+    pub records_incomplete: u64,
+    /// Launch links the source could not keep (its queue of links, bounded, was full: nobody
+    /// collected): their work comes out alone, at depth 0.
+    pub links_dropped: u64,
+}
+
+impl ActivityLosses {
+    /// The sum of two sources' losses.
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            records_dropped: self.records_dropped + other.records_dropped,
+            buffers_refused: self.buffers_refused + other.buffers_refused,
+            records_incomplete: self.records_incomplete + other.records_incomplete,
+            links_dropped: self.links_dropped + other.links_dropped,
+        }
+    }
+}
+
+/// Where the collector reads activity records: the work that ran, and the links that tie
+/// launches to zones.
+///
+/// Contract (docs/design.md, section 13, invariant L): `read` appends the records it reads
+/// first, and only then the links the source holds, so that every record handed over has
+/// its link in the same or an earlier batch (a launch's link is made at its call's entry,
+/// before its work can complete). Records are on the backend's host clock.
+pub trait ActivitySource: Send + Sync {
+    /// Appends to `out` the work completed since the last read, then the links made so far.
+    /// Never blocks on the GPU. `force`: nothing more will be read (the context is ending):
+    /// hand over everything, counting what has no times yet as incomplete.
+    fn read(&self, force: bool, out: &mut ActivityBatch) -> Result<(), BackendError>;
+    /// What was lost so far.
+    fn losses(&self) -> ActivityLosses;
+}
+
+crate::sync::const_thread_local! {
+    /// The zones open on this thread, outermost first (docs/design.md, section 13,
+    /// invariant S): pushed when a zone's begin is recorded, removed by key when it ends.
+    static OPEN: RefCell<Vec<ZoneKey>> = RefCell::new(Vec::new());
+}
+
+/// The innermost zone open on the calling thread, in any context timed by activities: what a
+/// source's launch hook links a launch to. `None` when none is open (or the thread is
+/// exiting).
+pub fn current_zone() -> Option<ZoneKey> {
+    OPEN.try_with(|open| open.try_borrow().ok().and_then(|open| open.last().copied())).ok().flatten()
+}
+
+/// A zone's begin was recorded on this thread: launches made here are its work until it ends.
+pub(crate) fn open_zone(key: ZoneKey) {
+    let _ = OPEN.try_with(|open| {
+        if let Ok(mut open) = open.try_borrow_mut() {
+            open.push(key);
+        }
+    });
+}
+
+/// A zone ended (or its list was dropped): it leaves this thread's stack wherever it is, so
+/// that a zone ended out of order never leaves the thread on a closed zone. A zone begun on
+/// another thread is not on this one's stack: nothing happens.
+pub(crate) fn close_zone(key: ZoneKey) {
+    let _ = OPEN.try_with(|open| {
+        if let Ok(mut open) = open.try_borrow_mut() {
+            if let Some(at) = open.iter().rposition(|&k| k == key) {
+                open.remove(at);
+            }
+        }
+    });
+}
+
+/// Every zone of list `list` of context `context` leaves this thread's stack (the list is
+/// dropped with zones open).
+pub(crate) fn close_list(context: u32, list: u64) {
+    let _ = OPEN.try_with(|open| {
+        if let Ok(mut open) = open.try_borrow_mut() {
+            open.retain(|k| (k.context, k.list) != (context, list));
+        }
+    });
+}
+
+#[cfg(all(test, not(gpu_event_pool_loom)))]
+mod tests {
+    use super::*;
+
+    fn key(list: u64, position: u32) -> ZoneKey {
+        ZoneKey { context: 9, list, position }
+    }
+
+    #[test]
+    fn the_innermost_open_zone_is_current_and_zones_leave_by_key() {
+        assert_eq!(current_zone(), None);
+        open_zone(key(1, 0));
+        open_zone(key(2, 0));
+        open_zone(key(1, 1));
+        assert_eq!(current_zone(), Some(key(1, 1)));
+        // Ended out of order (lists interleaved on one thread): the others stay.
+        close_zone(key(2, 0));
+        assert_eq!(current_zone(), Some(key(1, 1)));
+        close_zone(key(1, 1));
+        assert_eq!(current_zone(), Some(key(1, 0)));
+        // Not on this thread's stack: nothing happens.
+        close_zone(key(7, 7));
+        close_list(9, 1);
+        assert_eq!(current_zone(), None);
+    }
+
+    #[test]
+    fn each_thread_has_its_own_open_zones() {
+        open_zone(key(3, 0));
+        let there = std::thread::spawn(current_zone).join().unwrap();
+        assert_eq!(there, None);
+        close_zone(key(3, 0));
+    }
+}

@@ -1,0 +1,221 @@
+//! The emit phase for an activity source (docs/design.md, section 13): the source's work
+//! records and launch links, and the lists the application submitted, assembled into zones
+//! in each stream's GPU order (`assemble.rs`) and handed to the delivery (`deliver.rs`),
+//! like an event source's. Run by one caller at a time, behind the emitter's lock.
+//!
+//! Each phase, in this order (invariant L): take the submitted lists (their zones; their
+//! slots go back at once, in one CAS: an activity list's slots carry nothing but the list);
+//! read the source (its records, then its links); give the assembler the links, then the
+//! lists, then the records; emit what is ready.
+
+mod assemble;
+#[cfg(all(test, not(gpu_event_pool_loom)))]
+mod tests;
+
+use super::deliver::Delivery;
+use super::report::CollectReport;
+use super::Pass;
+use crate::backend::activity::{ActivityBatch, ActivitySource};
+use crate::backend::{guarded, host_now, Backend, BackendError, Lane};
+use crate::error::Error;
+use crate::shared::record::{EventRecord, ListKind};
+use crate::shared::Inner;
+use crate::sink::{Calibration, ContextInfo, ZoneBatch};
+use crate::slots::freelist::Chain;
+use crate::slots::head::ListHead;
+use crate::sync::Ordering;
+use assemble::{Assembler, TakenList, UserZone};
+
+/// The emitter's state for an activity source.
+pub(crate) struct ActivityOrder {
+    assembler: Assembler,
+    /// What the source read, reused from phase to phase.
+    batch: ActivityBatch,
+    taken: Vec<ListHead>,
+}
+
+impl ActivityOrder {
+    /// The order of a new context timed by `backend`'s activity source, and what the sinks
+    /// are told about the context: GPU time 0 is the host time now (a zone's GPU and host
+    /// times differ by that constant: the source's times are host times).
+    pub(crate) fn new<B: Backend>(backend: &B, id: u32, name: &str) -> Result<(Self, ContextInfo), Error> {
+        if backend.activity_source().is_none() {
+            return Err(Error::Backend(BackendError::new(
+                "Backend::activity_source",
+                "a backend timed by activities (TIMING) gave no activity source",
+            )));
+        }
+        let now = host_now(backend)?;
+        let info = ContextInfo {
+            id,
+            name: name.to_owned(),
+            backend: backend.name(),
+            base: Calibration { gpu_ns: 0, host_ns: now },
+            host_clock_origin: backend.host_clock_origin(),
+        };
+        let order = Self { assembler: Assembler::new(id, now), batch: ActivityBatch::default(), taken: Vec::new() };
+        Ok((order, info))
+    }
+
+    /// Lists taken and not emitted yet.
+    pub(crate) fn waiting_lists(&self) -> usize {
+        self.assembler.pending().1
+    }
+
+    /// One emit phase. `Pass::Flush` reads the source until every list taken has a record of
+    /// each of its launches, or the hold limit has passed; `Pass::Final` forces everything
+    /// out.
+    pub(crate) fn emit_phase<B: Backend>(
+        &mut self,
+        ctx: &Inner<B>,
+        delivery: &mut Delivery,
+        pass: Pass,
+        report: &mut CollectReport,
+    ) -> Option<Error> {
+        let mut error = delivery.name_lanes(ctx, &mut report.errors);
+        let mut fail = |report: &mut CollectReport, e: Error| {
+            report.errors += 1;
+            error.get_or_insert(e);
+        };
+        let Some(source) = ctx.backend().activity_source() else {
+            return error;
+        };
+        let hold = i64::try_from(ctx.config().hold_limit.as_nanos()).unwrap_or(i64::MAX);
+        // Lists first: every link of their launches was made before they were submitted.
+        let lists = self.take_lists(ctx);
+        report.read_lists += lists.len();
+        let mut now = match host_now(ctx.backend()) {
+            Ok(now) => now,
+            Err(e) => {
+                fail(report, e.into());
+                return error;
+            }
+        };
+        let started = now;
+        let mut lists = Some(lists);
+        loop {
+            if let Err(e) = read(source, pass == Pass::Final, &mut self.batch) {
+                fail(report, e.into());
+            }
+            self.assembler.link(self.batch.links.drain(..), now);
+            if let Some(lists) = lists.take() {
+                self.assembler.take(lists, now);
+            }
+            self.assembler.records(self.batch.activities.drain(..), now);
+            let waited = now.saturating_sub(started);
+            if pass != Pass::Flush || self.assembler.lists_waiting() == 0 || waited >= hold {
+                break;
+            }
+            pause();
+            now = match host_now(ctx.backend()) {
+                Ok(now) => now,
+                Err(e) => {
+                    fail(report, e.into());
+                    break;
+                }
+            };
+        }
+        let emitted = self.assembler.emit(now, hold, pass == Pass::Final);
+        for (list_id, zones) in &emitted.batches {
+            if let Some(e) = delivery.zones(ctx, ZoneBatch { list_id: *list_id, zones }) {
+                fail(report, e);
+            }
+            report.zones += zones.len();
+        }
+        let c = ctx.counters();
+        report.lists += emitted.lists;
+        c.lists_collected.fetch_add(emitted.lists, Ordering::Relaxed);
+        c.activities.fetch_add(emitted.activities, Ordering::Relaxed);
+        c.empty_zones.fetch_add(emitted.empty_zones, Ordering::Relaxed);
+        c.activities_late.fetch_add(emitted.late, Ordering::Relaxed);
+        c.lists_partial.fetch_add(emitted.lists_partial, Ordering::Relaxed);
+        for held in emitted.held {
+            c.lanes_released.fetch_add(1, Ordering::Relaxed);
+            fail(
+                report,
+                Error::LaneHeld {
+                    lane: Lane::Stream(held.lane),
+                    list_id: held.list_id,
+                    location: "(its list is not submitted yet)".to_owned(),
+                    held_for: std::time::Duration::from_nanos(held.held_ns.unsigned_abs()),
+                },
+            );
+        }
+        report.pending_lists = self.waiting_lists();
+        if let Some(e) = delivery.end_phase(ctx) {
+            fail(report, e);
+        }
+        error
+    }
+
+    /// Takes every submitted list: its zones out of its records, its slots back to the pool
+    /// (one CAS for all), its record buffer back for later lists.
+    fn take_lists<B: Backend>(&mut self, ctx: &Inner<B>) -> Vec<TakenList> {
+        let pool = ctx.pool();
+        let mut taken = std::mem::take(&mut self.taken);
+        ctx.queue().take_all(pool, &mut taken);
+        let mut lists = Vec::with_capacity(taken.len());
+        let mut release: Option<Chain> = None;
+        for mut head in taken.drain(..) {
+            // Taken off the queue by this thread: it owns the list.
+            let mut record = head.write(pool, std::mem::take);
+            let zones = user_zones(&mut record.events, |slot| head.launch(pool, slot));
+            ctx.record_buffers().give_back(std::mem::take(&mut record.events));
+            lists.push(TakenList {
+                id: record.list_id,
+                frame: record.list_frame,
+                zones,
+                discarded: record.list_kind == ListKind::Discarded,
+            });
+            let chain = Chain { first: head.first(), last: record.list_last, len: record.list_len };
+            release = Some(match release.take() {
+                None => chain,
+                Some(before) => before.then(pool, chain),
+            });
+        }
+        self.taken = taken;
+        // Submitted -> Free.
+        if let Some(chain) = release {
+            pool.release_submitted(chain);
+        }
+        lists
+    }
+}
+
+/// The zones of a list, from its records (as the event reader replays them, without
+/// times): each begin that was recorded opens one, nested in the zone open before it.
+fn user_zones(events: &mut [EventRecord], launch: impl Fn(u32) -> crate::launch::Launch) -> Vec<UserZone> {
+    let mut zones: Vec<UserZone> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    for (position, record) in events.iter_mut().enumerate() {
+        if record.ends {
+            open.pop();
+        }
+        if let Some(location) = record.begins.take().filter(|_| !record.begin_dropped) {
+            let Lane::Stream(lane) = record.lane else { continue };
+            zones.push(UserZone {
+                position: position as u32,
+                parent: open.last().copied(),
+                depth: open.len() as u32,
+                location,
+                lane,
+                launch: record.launched.then(|| launch(record.slot)),
+            });
+            open.push(zones.len() - 1);
+        }
+    }
+    zones
+}
+
+/// The source's read, a panic caught as its error.
+fn read(source: &dyn ActivitySource, force: bool, batch: &mut ActivityBatch) -> Result<(), BackendError> {
+    guarded("ActivitySource::read", || source.read(force, batch))
+}
+
+/// Between two reads of a flush: the source's records come at its own pace.
+fn pause() {
+    #[cfg(gpu_event_pool_loom)]
+    crate::sync::spin_wait();
+    #[cfg(not(gpu_event_pool_loom))]
+    std::thread::sleep(std::time::Duration::from_micros(500));
+}
