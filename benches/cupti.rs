@@ -1,6 +1,7 @@
-//! Host cost of timing kernels: bare launches, against the event path (a `TracingContext`
-//! zone around each launch) and the CUPTI path (a `CuptiContext`: every launch becomes a zone
-//! from CUPTI's activity records, with no event recorded), in one run of one process.
+//! Host cost of timing kernels: bare launches, against the event path (a `TracingContext` on a
+//! `CudaBackend`, a zone around each launch) and the CUPTI path (the same `TracingContext` on a
+//! `CuptiBackend`: every launch becomes a zone from CUPTI's activity records, with no event
+//! recorded), in one run of one process.
 //!
 //! Each recording thread has its own stream and launches the crate's spin kernel for 0 ns
 //! (the cheapest real kernel), in lists of `LAUNCHES_PER_LIST`:
@@ -10,35 +11,36 @@
 //!   `zone_begin` before the list's first launch, `zone_next` before each later one, one
 //!   `zone_end` after the last; then submit, `collect()` (it returns at once when another
 //!   thread is collecting), and a flush when more than `BACKPRESSURE_SLOTS` slots are in use.
-//! - `cupti`: a `CuptiContext` with no sink (only its counters), one user zone
-//!   (`ctx.zone(&stream, ..)`) around each list; a collector thread calls `ctx.collect()`
-//!   every millisecond while the threads record (the recording threads do not collect: CUPTI
-//!   hands its buffers over on its own period).
+//! - `cupti`: a context on a `CuptiBackend` with no sink (only its counters), one zone around
+//!   each list of launches, submitted; a collector thread calls `ctx.collect()` every
+//!   millisecond while the threads record (the recording threads do not collect: CUPTI hands
+//!   its buffers over on its own period).
 //!
 //! CUPTI is process-wide and slows every launch while it is on, so `untraced` and `events`
-//! run first at every thread count; then the `CuptiContext` is built, `cupti` runs at every
+//! run first at every thread count; then the `CuptiBackend` is made, `cupti` runs at every
 //! thread count, and the context is dropped. After each run's loops every stream is
 //! synchronized (the GPU wait, not host work), then the context is flushed (`events`: the
-//! `TracingContext`; `cupti`: `ctx.flush()`), and the counters are checked: every launch a
+//! context), and the counters are checked: every launch a
 //! zone (`cupti`: activities == launches and no record dropped); a failed check prints a
 //! `WARNING` line and is noted in the results.
 //!
 //! Reported for each implementation and thread count (each configuration runs `RUNS` times
-//! after a short warm-up; each figure is the best of its runs): host nanoseconds per launch
-//! per thread (the recording loops: launches, zones, submits and collects), and launches
-//! (= GPU zones) per second end to end (all threads, from the start to the end of the final
-//! flush, the GPU wait included). Then issue 30's goals as ratios of this run's figures:
+//! after a short warm-up; the row is the run with the most launches per second, both its
+//! figures from that run, and every run goes to the JSON): host nanoseconds per launch per
+//! thread (the recording loops: launches, zones, submits and collects), and launches (= GPU
+//! zones) per second end to end (all threads, from the start to the end of the final flush,
+//! the GPU wait included). Then the goals as ratios of this run's figures:
 //! `cupti/untraced` host cost per launch at 1 thread (goal <= 1.3), `cupti/untraced` launch
 //! rate at 16 threads (goal >= 0.90), `cupti/events` zones per second at 16 threads (goal
 //! >= 2.0).
 //!
 //! Without a CUDA device it prints `SKIPPED: no CUDA device (...)` and exits successfully;
-//! when the `CuptiContext` cannot be built (no libcupti, another CUPTI client, no permission
+//! when the `CuptiBackend` cannot be made (no libcupti, another CUPTI client, no permission
 //! to profile) it prints `SKIPPED: ...` with the error after the untraced and events rows, and
 //! exits successfully. `BENCH_CUPTI_LISTS` sets the lists per thread (default 300);
 //! `BENCH_CUPTI_THREADS` (e.g. `1,16`) runs some of the thread counts; `BENCH_CUPTI_BUFFERS`
 //! and `BENCH_CUPTI_BUFFER_MB` set the CUPTI tracer's buffer count and size (default
-//! `CuptiBuilder::DEFAULT_TRACER`). Results also go to `$BENCH_RESULTS_DIR/cupti.json` (see
+//! `CuptiConfig::default()`'s). Results also go to `$BENCH_RESULTS_DIR/cupti.json` (see
 //! `benches/common/results.rs`).
 
 #[path = "common/results.rs"]
@@ -46,7 +48,7 @@ mod results;
 
 use cudarc::driver::CudaStream;
 use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, SpinKernel};
-use gpu_event_pool::backend::cupti::{CuptiBuilder, CuptiContext, CuptiStats, TracerConfig};
+use gpu_event_pool::backend::cupti::{CuptiBackend, CuptiConfig, TracerConfig};
 use gpu_event_pool::{location, Config, Stats, TracingContext};
 use results::{Record, Results};
 use std::collections::HashMap;
@@ -56,7 +58,8 @@ use std::time::{Duration, Instant};
 
 const LAUNCHES_PER_LIST: usize = 64;
 const THREADS: [usize; 3] = [1, 4, 16];
-/// Each configuration runs this many times; the best figure of the runs is reported.
+/// Each configuration runs this many times; the run with the most launches per second is the
+/// row (both of its figures), every run is in the JSON.
 const RUNS: usize = 3;
 /// The spin kernel's duration: 0 ns, the cheapest real kernel.
 const SPIN_NS: u64 = 0;
@@ -87,7 +90,7 @@ impl Implementation {
         match self {
             Self::Untraced => "bare launches",
             Self::Events => "TracingContext, zone per launch",
-            Self::Cupti => "CuptiContext, zone per list",
+            Self::Cupti => "TracingContext on CuptiBackend, zone per list",
         }
     }
 }
@@ -243,11 +246,17 @@ fn events_problem(before: &Stats, after: &Stats, launches: usize) -> Option<Stri
     })
 }
 
-/// The CUPTI path: one user zone around each list of launches; a collector thread calls
+/// The CUPTI path: one zone around each list of launches, submitted; a collector thread calls
 /// `collect()` every `COLLECT_PERIOD` while the threads record (CUPTI hands its buffers over
 /// on its own period, so there is nothing for the recording threads to do); the final
 /// `flush()` after the GPU wait.
-fn cupti(cuda: &CudaBackend, spin: &SpinKernel, ctx: &CuptiContext, threads: usize, lists: usize) -> Run {
+fn cupti(
+    cuda: &CudaBackend,
+    spin: &SpinKernel,
+    ctx: &TracingContext<CuptiBackend>,
+    threads: usize,
+    lists: usize,
+) -> Run {
     let before = ctx.stats();
     let recording = AtomicBool::new(true);
     let (mut run, after) = std::thread::scope(|s| {
@@ -262,10 +271,14 @@ fn cupti(cuda: &CudaBackend, spin: &SpinKernel, ctx: &CuptiContext, threads: usi
             threads,
             |stream| {
                 for _ in 0..lists {
-                    let _list = ctx.zone(stream, location!("list"));
-                    for _ in 0..LAUNCHES_PER_LIST {
-                        spin.launch(stream, SPIN_NS).expect("launch");
+                    let mut list = ctx.list();
+                    {
+                        let _zone = list.zone(stream, location!("list"));
+                        for _ in 0..LAUNCHES_PER_LIST {
+                            spin.launch(stream, SPIN_NS).expect("launch");
+                        }
                     }
+                    ctx.submit(list).expect("submit");
                 }
                 (lists * LAUNCHES_PER_LIST, 0)
             },
@@ -282,27 +295,30 @@ fn cupti(cuda: &CudaBackend, spin: &SpinKernel, ctx: &CuptiContext, threads: usi
     run
 }
 
-/// What the `CuptiContext`'s counters say went wrong in a run of `launches` launches in
-/// `lists` user zones, if anything.
-fn cupti_problem(before: &CuptiStats, after: &CuptiStats, launches: usize, lists: usize) -> Option<String> {
-    let activities = after.activities - before.activities;
-    let user_zones = after.user_zones - before.user_zones;
-    let dropped = after.records_dropped - before.records_dropped;
-    let refused = after.buffers_refused - before.buffers_refused;
-    let empty = after.empty_zones - before.empty_zones;
-    let incomplete = after.records_incomplete - before.records_incomplete;
-    let ok = activities == launches as u64
+/// What the CUPTI context's counters say went wrong in a run of `launches` launches in
+/// `lists` zones, if anything.
+fn cupti_problem(before: &Stats, after: &Stats, launches: usize, lists: usize) -> Option<String> {
+    let (a, b) = (&after.activity, &before.activity);
+    let activities = a.activities - b.activities;
+    let zones = after.zones_emitted - before.zones_emitted - activities;
+    let dropped = a.losses.records_dropped - b.losses.records_dropped;
+    let refused = a.losses.buffers_refused - b.losses.buffers_refused;
+    let empty = a.empty_zones - b.empty_zones;
+    let incomplete = a.losses.records_incomplete - b.losses.records_incomplete;
+    let partial = a.lists_partial - b.lists_partial;
+    let ok = activities == launches
         && dropped == 0
-        && user_zones == lists as u64
+        && zones == lists
         && empty == 0
         && incomplete == 0
-        && after.pending == 0;
+        && partial == 0
+        && after.in_use == 0;
     (!ok).then(|| {
         format!(
             "activity zones {activities} of {launches} launches, records dropped {dropped}, buffers refused \
-             {refused}, user zones {user_zones} of {lists} lists, empty user zones {empty}, records without times \
-             {incomplete}, still pending {}",
-            after.pending
+             {refused}, zones {zones} of {lists} lists, empty zones {empty}, records without times \
+             {incomplete}, lists without every record {partial}, slots still in use {}",
+            after.in_use
         )
     })
 }
@@ -320,11 +336,11 @@ fn settings() -> (usize, Vec<usize>) {
     (lists, threads)
 }
 
-/// `CuptiBuilder::DEFAULT_TRACER`, with `BENCH_CUPTI_BUFFERS` buffers of `BENCH_CUPTI_BUFFER_MB`
-/// MiB where set.
+/// `CuptiConfig::default()`'s buffers, with `BENCH_CUPTI_BUFFERS` buffers of
+/// `BENCH_CUPTI_BUFFER_MB` MiB where set.
 fn tracer_config() -> TracerConfig {
     let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<usize>().ok());
-    let mut config = CuptiBuilder::DEFAULT_TRACER;
+    let mut config = CuptiConfig::default().buffers;
     if let Some(count) = var("BENCH_CUPTI_BUFFERS") {
         config.buffer_count = count;
     }
@@ -373,11 +389,23 @@ fn measure(
     for (i, run) in runs.iter().enumerate() {
         check(format!("run {}", i + 1), run);
     }
-    let host_ns = runs.iter().map(|r| r.host_ns_per_launch(threads)).fold(f64::INFINITY, f64::min);
     let fastest =
         runs.iter().max_by(|a, b| a.launches_per_sec().total_cmp(&b.launches_per_sec())).expect("runs");
+    for (i, run) in runs.iter().enumerate() {
+        out.push(Record {
+            group: "cupti_launch_runs".to_owned(),
+            implementation: implementation.name().to_owned(),
+            mode: format!("run {}", i + 1),
+            threads,
+            ns_per_op: Some(run.host_ns_per_launch(threads)),
+            zones_per_sec: Some(run.launches_per_sec()),
+            samples: Some(run.launches as u64),
+            note: format!("one run: host ns per launch per thread, e2e launches/s; device {device}"),
+            ..Record::default()
+        });
+    }
     let best = Best {
-        host_ns,
+        host_ns: fastest.host_ns_per_launch(threads),
         per_sec: fastest.launches_per_sec(),
         gpu_wait: fastest.gpu_wait,
         read: fastest.read,
@@ -405,8 +433,8 @@ fn measure(
         zones_per_sec: Some(best.per_sec),
         samples: Some(best.launches as u64),
         note: format!(
-            "host ns per launch per thread (recording loops), best of {RUNS}; e2e launches (GPU zones)/s, \
-             best of {RUNS}, whose GPU wait {:.1} ms, final flush {:.2} ms, backpressure flushes {}; \
+            "the run of {RUNS} with the most e2e launches (GPU zones)/s, and its host ns per launch per \
+             thread (recording loops); its GPU wait {:.1} ms, final flush {:.2} ms, backpressure flushes {}; \
              every launch a zone: {}; device {device}",
             best.gpu_wait.as_secs_f64() * 1e3,
             best.read.as_secs_f64() * 1e3,
@@ -473,16 +501,18 @@ fn main() {
     // `BENCH_CUPTI_CALLBACK=0`: no launch callback (a diagnostic: what the callback costs; the
     // user zones then get no work and the check reports them empty).
     let callback = std::env::var("BENCH_CUPTI_CALLBACK").map_or(true, |v| v != "0");
-    let ctx = match CuptiContext::builder().name("gpu0").tracer(tracer).launch_callback(callback).build() {
-        Ok(ctx) => ctx,
+    let config = CuptiConfig { buffers: tracer, launch_callback: callback, ..CuptiConfig::default() };
+    let backend = match CuptiBackend::with_config(cuda.clone(), config) {
+        Ok(backend) => backend,
         Err(e) => {
-            eprintln!("SKIPPED: cupti: the CuptiContext could not be built ({e}): no cupti rows");
+            eprintln!("SKIPPED: cupti: the CuptiBackend could not be made ({e}): no cupti rows");
             out.write("cupti");
             return;
         }
     };
+    let ctx = TracingContext::builder(backend).name("gpu0").build().expect("context");
     println!(
-        "CuptiContext built in {:.1} ms ({} buffers of {} MiB)",
+        "CuptiBackend made in {:.1} ms ({} buffers of {} MiB)",
         started.elapsed().as_secs_f64() * 1e3,
         tracer.buffer_count,
         tracer.buffer_size >> 20
@@ -494,16 +524,16 @@ fn main() {
         best.insert((Implementation::Cupti, threads), figures);
     }
     let stats = ctx.stats();
-    println!("CuptiContext at the end: {stats:?}");
+    println!("CUPTI context at the end: {stats:?}");
     let started = Instant::now();
     drop(ctx);
-    println!("CuptiContext dropped in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
+    println!("CUPTI context dropped in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
 
     goals(&best, &mut out);
     out.write("cupti");
 }
 
-/// Issue 30's goals, as ratios of this run's figures: a table with verdicts.
+/// The goals, as ratios of this run's figures: a table with verdicts.
 fn goals(best: &HashMap<(Implementation, usize), (Best, bool)>, out: &mut Results) {
     use Implementation::{Cupti, Events, Untraced};
     type Figure = fn(&Best) -> f64;
@@ -515,7 +545,7 @@ fn goals(best: &HashMap<(Implementation, usize), (Best, bool)>, out: &mut Result
         ("cupti/untraced launches/s e2e", 16, Cupti, Untraced, rate, false, 0.90),
         ("cupti/events zones/s e2e", 16, Cupti, Events, rate, false, 2.0),
     ];
-    println!("issue 30's goals (ratios of this run's figures):");
+    println!("goals (ratios of this run's figures):");
     println!("{:<36} {:>7} {:>7} {:>8}  verdict", "ratio", "threads", "value", "goal");
     for (what, threads, num, den, figure, at_most, goal) in rows {
         let goal_text = format!("{} {goal:.2}", if at_most { "<=" } else { ">=" });

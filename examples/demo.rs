@@ -100,12 +100,12 @@ struct Args {
     #[arg(long)]
     cpu_spans: bool,
     /// CUPTI activity buffers, all allocated at start (`--backend cupti`): CUPTI drops records
-    /// while none is free [default: `CuptiBuilder::DEFAULT_TRACER`'s, 64].
+    /// while none is free [default: `CuptiConfig::default()`'s, 64].
     #[cfg(feature = "cupti")]
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     cupti_buffers: Option<u32>,
     /// Size of each CUPTI activity buffer in KiB (`--backend cupti`) [default:
-    /// `CuptiBuilder::DEFAULT_TRACER`'s, 1024].
+    /// `CuptiConfig::default()`'s, 1024].
     #[cfg(feature = "cupti")]
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     cupti_buffer_kib: Option<u32>,
@@ -133,10 +133,9 @@ enum BackendKind {
     /// stream a lane of the device's queue.
     #[cfg(feature = "vulkan")]
     Vulkan,
-    /// CUDA device 0 traced through CUPTI's activity records (built with `--features cupti`):
-    /// each command buffer and dispatch is a user zone on its stream, each dispatch's spin
-    /// kernel a zone CUPTI reports inside it; no event pool (`--capacity`, `--initial-capacity`
-    /// and `--window` do not apply), one device.
+    /// CUDA device 0 timed by CUPTI's activity records instead of events (built with
+    /// `--features cupti`): the same lists and zones, each dispatch's spin kernel a zone CUPTI
+    /// reports inside it; one device.
     #[cfg(feature = "cupti")]
     Cupti,
 }
@@ -174,7 +173,8 @@ trait DemoGpu: Sync {
 
 type Stream<G> = <<G as DemoGpu>::Backend as Backend>::Stream;
 
-/// `DemoGpu`'s queue methods for an API whose stream is its queue (sim, CUDA).
+/// `DemoGpu`'s queue methods for an API whose stream is its queue (sim, CUDA, CUPTI).
+#[macro_export]
 macro_rules! stream_is_queue {
     () => {
         fn begin(&self, queue: &mut Self::Queue) -> DemoResult<Stream<Self>> {
@@ -297,7 +297,7 @@ fn main() {
         #[cfg(feature = "vulkan")]
         BackendKind::Vulkan => vulkan_gpu::open(devices).and_then(|gpus| run(gpus, &args)),
         #[cfg(feature = "cupti")]
-        BackendKind::Cupti => cupti_gpu::run_cupti(&args),
+        BackendKind::Cupti => cupti_gpu::open(&args).and_then(|gpus| run(gpus, &args)),
     };
     if let Err(message) = result {
         eprintln!("error: {message}");
@@ -507,6 +507,18 @@ fn print_device(index: usize, report: &DeviceReport) {
         stats.emitter_ns as f64 / stats.zones_emitted.max(1) as f64,
         stats.lists_shifted
     );
+    let activity = &stats.activity;
+    if activity.activities > 0 || activity.empty_zones > 0 {
+        let losses = &activity.losses;
+        println!(
+            "  activities       {} kernels, copies and memsets as zones, {} zones without work, {} late batches, {} lists without every record",
+            activity.activities, activity.empty_zones, activity.late, activity.lists_partial
+        );
+        println!(
+            "  losses           {} records dropped, {} buffer requests refused, {} records without times, {} links dropped",
+            losses.records_dropped, losses.buffers_refused, losses.records_incomplete, losses.links_dropped
+        );
+    }
     match check_nesting(&report.zones) {
         Ok(lanes) => {
             println!("  nesting          ok: {} zones on {lanes} streams nest properly", report.zones.len())

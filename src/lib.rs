@@ -112,7 +112,7 @@ pub struct VulkanGuideDoctests;
 #[cfg(feature = "cupti")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cupti")))]
 pub use backend::cupti::{
-    ActivityKind, ActivityRecord, ActivityTracer, CuptiContext, CuptiError, CuptiStats, Losses, TracerConfig,
+    ActivityKind, ActivityRecord, ActivityTracer, CuptiBackend, CuptiConfig, CuptiError, Losses, TracerConfig,
 };
 pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};

@@ -222,7 +222,10 @@ impl Backend for SimActivities {
         _graph: &SimGraph,
         _dependencies: &[SimGraphNode],
     ) -> Result<SimGraphNode, BackendError> {
-        Err(BackendError::new("sim-activities::add_graph_record_node", "graph zones are not timed by activities"))
+        Err(BackendError::new(
+            "sim-activities::add_graph_record_node",
+            "graph zones are not timed by activities",
+        ))
     }
     fn is_complete(&self, _event: &()) -> Result<bool, BackendError> {
         Ok(true)

@@ -28,7 +28,8 @@ impl Delivery {
     /// Opens every sink with `info`; the first that fails (or panics) fails the context's
     /// build, named in the error.
     pub(crate) fn open(sinks: Vec<Box<dyn Sink>>, info: ContextInfo) -> Result<Self, Error> {
-        let mut delivery = Self { sinks: sinks.into_iter().map(Some).collect(), stopped: 0, info, watch: Watch::new(false) };
+        let mut delivery =
+            Self { sinks: sinks.into_iter().map(Some).collect(), stopped: 0, info, watch: Watch::new(false) };
         if let Some(e) = delivery.each_sink(|sink, info| sink.open(info)) {
             return Err(e);
         }

@@ -110,8 +110,8 @@ pub(crate) struct Emitter<B: Backend> {
 }
 
 enum Order<B: Backend> {
-    Events(EventOrder<B>),
-    Activities(ActivityOrder),
+    Events(Box<EventOrder<B>>),
+    Activities(Box<ActivityOrder>),
 }
 
 impl<B: Backend> Emitter<B> {
@@ -239,11 +239,11 @@ impl<B: Backend> Collector<B> {
             Timing::Events => {
                 let (order, info) = EventOrder::new(&backend, id, &config.name)?;
                 let share = ReadShare::new(Arc::clone(order.timeline()));
-                (Order::Events(order), Some(share), info)
+                (Order::Events(Box::new(order)), Some(share), info)
             }
             Timing::Activities => {
                 let (order, info) = ActivityOrder::new(&backend, id, &config.name)?;
-                (Order::Activities(order), None, info)
+                (Order::Activities(Box::new(order)), None, info)
             }
         };
         let emitter = Emitter { delivery: Delivery::open(sinks, info.clone())?, order };

@@ -1,7 +1,7 @@
 //! [`Stats`]: a snapshot of a context's slot counts and counters.
 
-use crate::backend::Backend;
 use crate::backend::activity::ActivityLosses;
+use crate::backend::Backend;
 use crate::shared::{Inner, EVENTS_SUBMITTED, LISTS_DISCARDED, LISTS_SUBMITTED};
 use crate::sync::{AtomicUsize, Ordering};
 

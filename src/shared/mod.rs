@@ -404,7 +404,8 @@ impl<B: Backend> Inner<B> {
         // The list's slots are still Owned by the submitting thread (it holds their head)
         // until the push below publishes them to the collector.
         head.write(&self.pool, |r| {
-            *r = ListRecord { events, lane, list_last: used.last, list_len: used.len, list_seq: home, ..list };
+            *r =
+                ListRecord { events, lane, list_last: used.last, list_len: used.len, list_seq: home, ..list };
         });
         self.pool.mark_submitted(used.len);
         if submitted {

@@ -1,49 +1,148 @@
-//! The context's flush thread: asks CUPTI for its complete buffers every period and reads
-//! them at once, so buffers go back to the pool however slow the collector is
-//! (docs/design.md section 13, "One flush thread").
+//! The records between CUPTI and the collector: read out of CUPTI's buffers (by the flush
+//! thread every period, or by a collector), converted to [`Activity`]s on the host clock, and
+//! queued, up to a bound, for the collector (docs/design.md, section 13, "One flush thread").
 
-use super::{ActivityRecord, ActivityTracer, CuptiError};
+use super::demangle::function_name;
+use super::{ActivityKind, ActivityRecord, ActivityTracer, CuptiError};
+use crate::backend::activity::{Activity, WorkKind};
+use crate::location::{DynamicLocation, Location};
 use crossbeam_queue::SegQueue;
 use cudarc::cupti::result::activity;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Records read out of CUPTI's buffers, waiting for the collector: reading them at once gives
-/// the buffers back to the pool, however long the collector takes.
-#[derive(Default)]
-pub(super) struct Reader {
-    pub(super) batches: SegQueue<Vec<ActivityRecord>>,
+/// the buffers back to the pool, however long the collector takes. Bounded: past
+/// `max_pending` records waiting, the flush thread leaves CUPTI's completed buffers where they
+/// are (CUPTI then runs out of free ones and refuses requests, counted in
+/// `ActivityLosses::buffers_refused`), so memory does not grow while nobody collects.
+pub(super) struct RecordQueue {
+    batches: SegQueue<Vec<Activity>>,
+    /// Records in `batches`.
+    pending: AtomicUsize,
+    max_pending: usize,
     /// Records delivered without times (work not finished at a forced flush).
-    pub(super) incomplete: AtomicU64,
-    /// A failed read, for the next `collect` to return.
-    pub(super) error: Mutex<Option<CuptiError>>,
-    /// Held through a read, so that a collector's read waits for one the flush thread is in
-    /// the middle of, and its batch, taken from the pool before, is queued when the
-    /// collector looks (`flush` after synchronizing then has every record).
-    reading: Mutex<()>,
+    incomplete: AtomicU64,
+    /// A failed read, for the next collector's read to return.
+    error: Mutex<Option<CuptiError>>,
+    /// Held through a read (with the kernel names seen), so that a collector's read waits for
+    /// one the flush thread is in the middle of, and its batch, taken from the pool before, is
+    /// queued when the collector looks (a flush after synchronizing then has every record).
+    reading: Mutex<Names>,
+    /// What to subtract from CUPTI's times to put them on the host clock.
+    offset_ns: AtomicI64,
 }
 
-impl Reader {
-    /// Reads every buffer CUPTI completed into one batch.
-    pub(super) fn read(&self, tracer: &ActivityTracer) {
-        let _reading = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
+impl RecordQueue {
+    pub(super) fn new(max_pending: usize, offset_ns: i64) -> Self {
+        Self {
+            batches: SegQueue::new(),
+            pending: AtomicUsize::new(0),
+            max_pending,
+            incomplete: AtomicU64::new(0),
+            error: Mutex::new(None),
+            reading: Mutex::new(Names::default()),
+            offset_ns: AtomicI64::new(offset_ns),
+        }
+    }
+
+    /// Sets what is subtracted from CUPTI's times from now on.
+    pub(super) fn set_offset(&self, offset_ns: i64) {
+        self.offset_ns.store(offset_ns, Relaxed);
+    }
+
+    /// Reads every buffer CUPTI completed into one batch, unless `bounded` and the queue is
+    /// full.
+    pub(super) fn read(&self, tracer: &ActivityTracer, bounded: bool) {
+        let mut names = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
+        if bounded && self.pending.load(Relaxed) >= self.max_pending {
+            return;
+        }
+        let offset = self.offset_ns.load(Relaxed);
         let mut batch = Vec::new();
         let mut incomplete = 0;
         let read = tracer.drain(|r| {
-            let timed =
-                r.kind == super::ActivityKind::ExternalCorrelation || (r.start_ns != 0 && r.end_ns != 0);
-            if timed {
-                batch.push(r);
-            } else {
-                incomplete += 1;
+            if r.kind == ActivityKind::ExternalCorrelation {
+                return;
             }
+            if r.start_ns == 0 || r.end_ns == 0 {
+                incomplete += 1;
+                return;
+            }
+            batch.push(names.activity(r, offset));
         });
         if let Err(e) = read {
             *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
         }
         self.incomplete.fetch_add(incomplete, Relaxed);
         if !batch.is_empty() {
+            self.pending.fetch_add(batch.len(), Relaxed);
             self.batches.push(batch);
+        }
+    }
+
+    /// Moves every queued record to `out`, oldest batch first; a failed read since the last
+    /// call is returned.
+    pub(super) fn take(&self, out: &mut Vec<Activity>) -> Result<(), CuptiError> {
+        while let Some(mut batch) = self.batches.pop() {
+            self.pending.fetch_sub(batch.len(), Relaxed);
+            out.append(&mut batch);
+        }
+        match self.error.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Records delivered without times so far.
+    pub(super) fn incomplete(&self) -> u64 {
+        self.incomplete.load(Relaxed)
+    }
+}
+
+/// The zone names of kernels seen, so that a record of a kernel seen before costs a lookup,
+/// not a demangling.
+#[derive(Default)]
+struct Names {
+    by_name: HashMap<String, Location>,
+}
+
+impl Names {
+    /// `r` as work on the host clock: CUPTI's times minus `offset`, its lane the key of its
+    /// stream, named after its kernel (or as a copy or memset), with its graph and node as
+    /// arguments when it ran in a graph.
+    fn activity(&mut self, r: ActivityRecord, offset: i64) -> Activity {
+        let kind = match r.kind {
+            ActivityKind::Kernel => WorkKind::Kernel,
+            ActivityKind::Memcpy => WorkKind::Copy,
+            _ => WorkKind::Set,
+        };
+        let name = match (&r.kind, r.name.as_deref()) {
+            (ActivityKind::Kernel, Some(name)) => name,
+            (ActivityKind::Kernel, None) => "kernel",
+            (ActivityKind::Memcpy, _) => "memcpy",
+            _ => "memset",
+        };
+        let location = if r.graph_id != 0 {
+            DynamicLocation::new(function_name(name))
+                .arg("graph", u64::from(r.graph_id))
+                .arg("graph_node", r.graph_node_id)
+                .into()
+        } else if let Some(known) = self.by_name.get(name) {
+            known.clone()
+        } else {
+            let location = Location::Dynamic(Arc::new(DynamicLocation::new(function_name(name))));
+            self.by_name.insert(name.to_owned(), location.clone());
+            location
+        };
+        Activity {
+            kind,
+            location,
+            lane: super::lane_key(r.context_id, r.stream_id),
+            correlation: r.correlation_id,
+            begin_ns: (r.start_ns as i64).wrapping_sub(offset),
+            end_ns: (r.end_ns as i64).wrapping_sub(offset),
         }
     }
 }
@@ -56,20 +155,24 @@ pub(super) struct Flusher {
 }
 
 impl Flusher {
-    pub(super) fn start(period_ms: u32, tracer: &Arc<ActivityTracer>, reader: &Arc<Reader>) -> Self {
-        if period_ms == 0 {
+    pub(super) fn start(
+        period: std::time::Duration,
+        tracer: &Arc<ActivityTracer>,
+        queue: &Arc<RecordQueue>,
+    ) -> Self {
+        if period.is_zero() {
             return Self::none();
         }
-        let (tracer, reader) = (Arc::clone(tracer), Arc::clone(reader));
+        let (tracer, queue) = (Arc::clone(tracer), Arc::clone(queue));
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let period = std::time::Duration::from_millis(u64::from(period_ms));
         let thread = std::thread::Builder::new()
             .name("cupti flush".to_owned())
             .spawn(move || {
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
-                    // A failure here leaves the buffers with CUPTI: `flush` forces them out.
+                    // A failure here leaves the buffers with CUPTI: the last read forces them
+                    // out.
                     let _ = activity::flush_all(0);
-                    reader.read(&tracer);
+                    queue.read(&tracer, true);
                 }
             })
             .ok();

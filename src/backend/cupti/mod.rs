@@ -9,26 +9,29 @@
 //! counts are in [`ActivityTracer::losses`]. libcupti is opened at run time (cudarc's
 //! dynamic loading); without it `start` fails with [`CuptiError::LibraryNotFound`].
 //!
-//! A [`CuptiContext`] makes those records zones, with no CUDA event: every kernel, copy and
-//! memset on its stream's lane, nested in the application's zones ([`CuptiContext::zone`]),
-//! on the crate's host clock, to the same sinks as the event path (Tracy, Chrome, results,
-//! memory, frames). It never touches the event pool.
+//! A [`CuptiBackend`] makes those records zones of a [`TracingContext`](crate::TracingContext),
+//! with no CUDA event: every kernel, copy and memset on its stream's lane, nested in the
+//! application's zones (the same lists and guards as on [`CudaBackend`](crate::backend::cuda::CudaBackend)),
+//! on the crate's host clock, to the same sinks. Switching from CUDA events is the builder
+//! line:
 //!
 //! ```no_run
-//! use gpu_event_pool::backend::cupti::CuptiContext;
-//! use gpu_event_pool::location;
-//! use gpu_event_pool::sink::memory::MemorySink;
+//! use gpu_event_pool::backend::cupti::CuptiBackend;
+//! use gpu_event_pool::{location, sink::memory::MemorySink, TracingContext};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let stream = gpu_event_pool::backend::cuda::CudaBackend::new(0)?.new_stream()?;
+//! let cupti = CuptiBackend::new(0)?;
+//! let stream = cupti.new_stream()?;
 //! let zones = MemorySink::new();
-//! let ctx = CuptiContext::builder().name("gpu0").sink(zones.clone()).build()?;
+//! let ctx = TracingContext::builder(cupti.clone()).name("gpu0").sink(zones.clone()).build()?;
+//! let mut list = ctx.list();
 //! {
-//!     let _pass = ctx.zone(&stream, location!("pass"));
+//!     let _pass = list.zone(&stream, location!("pass"));
 //!     // ... launch kernels on `stream`: each becomes a child zone of "pass" ...
 //! }
+//! ctx.submit(list)?;
 //! stream.synchronize()?;
 //! ctx.flush()?; // or `collect()` now and then while the work runs
-//! assert_eq!(ctx.stats().records_dropped, 0);
+//! assert_eq!(ctx.stats().activity.losses.records_dropped, 0);
 //! # Ok(())
 //! # }
 //! ```
@@ -45,16 +48,13 @@
 //! # Ok::<(), gpu_event_pool::backend::cupti::CuptiError>(())
 //! ```
 
-mod assemble;
+mod backend;
 mod buffers;
-mod context;
 mod demangle;
 mod flush;
 mod record;
 
-pub use context::{
-    host_now_ns, ClockSource, CuptiBuilder, CuptiCollected, CuptiContext, CuptiStats, CuptiZone,
-};
+pub use backend::{host_now_ns, ClockSource, CuptiBackend, CuptiConfig};
 pub use record::{ActivityKind, ActivityRecord};
 
 use buffers::BufferPool;
@@ -93,6 +93,9 @@ pub enum CuptiError {
     /// A [`TracerConfig`] the pool cannot be made from.
     #[error("invalid TracerConfig: {0}")]
     Config(&'static str),
+    /// The CUDA context could not be opened ([`CuptiBackend::new`]).
+    #[error("CUDA: {0}")]
+    Cuda(crate::backend::BackendError),
     /// Any other failure, with the CUPTI call and its `CUptiResult` name.
     #[error("{call} failed: {code}")]
     Call {
@@ -165,9 +168,11 @@ static IN_CALLBACK: AtomicUsize = AtomicUsize::new(0);
 static STARTED: AtomicBool = AtomicBool::new(false);
 
 /// The activity kinds a tracer enables.
-const KINDS: [sys::CUpti_ActivityKind; 4] = [
+const KINDS: [sys::CUpti_ActivityKind; 5] = [
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
+    // Copies between devices (peer copies).
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
     // Without it CUPTI keeps pushed external ids to itself.
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
@@ -318,9 +323,25 @@ pub fn timestamp_ns() -> Result<u64, CuptiError> {
     Ok(ns)
 }
 
+/// The lane key of CUPTI's (context id, stream id): what [`ActivityRecord`]s of a stream's work
+/// and [`CuptiBackend`]'s `stream_key` of that stream both give.
+fn lane_key(context_id: u32, stream_id: u32) -> u64 {
+    (u64::from(context_id) << 32) | u64::from(stream_id)
+}
+
+/// Whether the API call named `name` (in the driver domain, `cu...`, or the runtime's,
+/// `cuda...`: `prefix`) launches work that CUPTI reports a record of: kernels, graphs,
+/// copies and memsets. Not a host function (`cuLaunchHostFunc`), which runs on the host and
+/// makes no record: a zone would wait for it.
+fn makes_a_record(name: &[u8], prefix: &str) -> bool {
+    let Some(rest) = name.strip_prefix(prefix.as_bytes()) else { return false };
+    !rest.starts_with(b"LaunchHostFunc")
+        && ["Launch", "GraphLaunch", "Memcpy", "Memset"].iter().any(|p| rest.starts_with(p.as_bytes()))
+}
+
 /// Enables the subscriber's callback for each driver and runtime API call that launches GPU
-/// work, found by name (`cuLaunch*`, `cuGraphLaunch*`, `cuMemcpy*`, `cuMemset*` and their
-/// `cuda*` twins): the ids differ between CUPTI versions, the names do not.
+/// work with a record ([`makes_a_record`]), found by name: the ids differ between CUPTI
+/// versions, the names do not.
 fn enable_launch_callbacks(subscriber: sys::CUpti_SubscriberHandle) -> Result<(), CuptiError> {
     use sys::CUpti_CallbackDomain::{CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_CB_DOMAIN_RUNTIME_API};
     for (domain, prefix) in [(CUPTI_CB_DOMAIN_DRIVER_API, "cu"), (CUPTI_CB_DOMAIN_RUNTIME_API, "cuda")] {
@@ -335,10 +356,7 @@ fn enable_launch_callbacks(subscriber: sys::CUpti_SubscriberHandle) -> Result<()
             }
             // Safety: CUPTI returned a NUL-terminated static string.
             let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
-            let Some(rest) = name.strip_prefix(prefix.as_bytes()) else { continue };
-            let launches =
-                ["Launch", "GraphLaunch", "Memcpy", "Memset"].iter().any(|p| rest.starts_with(p.as_bytes()));
-            if launches {
+            if makes_a_record(name, prefix) {
                 // Safety: a live subscriber and an id CUPTI just named.
                 unsafe { sys::cuptiEnableCallback(1, subscriber, domain, cbid) }
                     .result()
@@ -454,6 +472,26 @@ mod tests {
 
     fn error(result: R) -> CuptiError {
         CuptiError::from_result("cuptiActivityEnable", cupti::CuptiError(result))
+    }
+
+    #[test]
+    fn only_calls_that_make_a_record_are_linked() {
+        for name in
+            ["cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch", "cuMemcpyAsync", "cuMemsetD8Async"]
+        {
+            assert!(makes_a_record(name.as_bytes(), "cu"), "{name}");
+        }
+        for name in ["cudaLaunchKernel", "cudaGraphLaunch", "cudaMemcpyPeerAsync"] {
+            assert!(makes_a_record(name.as_bytes(), "cuda"), "{name}");
+        }
+        for (name, prefix) in [
+            ("cuLaunchHostFunc", "cu"),
+            ("cudaLaunchHostFunc", "cuda"),
+            ("cuEventRecord", "cu"),
+            ("cudaMalloc", "cuda"),
+        ] {
+            assert!(!makes_a_record(name.as_bytes(), prefix), "{name}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! built on cudarc's CUDA 12.8 bindings; every field read here lies in the prefix that the
 //! 12.8 struct shares with each later one, at the same offset (checked against cudarc's
 //! bindings for 13.0 to 13.4: `CUpti_ActivityKernel9`/`10`/`11`/`12`/`13`, `Memcpy6`,
-//! `Memset4`, `ExternalCorrelation`). Fields are read one at a time, unaligned (the structs
+//! `MemcpyPtoP4`, `Memset4`, `ExternalCorrelation`). Fields are read one at a time, unaligned (the structs
 //! are `packed(8)`), and the kind as a bare `u32`: a newer library may send kinds the 12.8
 //! enum has no variant for.
 
@@ -19,7 +19,8 @@ use std::ptr::addr_of;
 pub enum ActivityKind {
     /// A kernel (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`).
     Kernel,
-    /// A memory copy (`CUPTI_ACTIVITY_KIND_MEMCPY`).
+    /// A memory copy (`CUPTI_ACTIVITY_KIND_MEMCPY`, and `CUPTI_ACTIVITY_KIND_MEMCPY2` for a
+    /// copy between devices).
     Memcpy,
     /// A memory set (`CUPTI_ACTIVITY_KIND_MEMSET`).
     Memset,
@@ -63,6 +64,7 @@ pub struct ActivityRecord {
 /// `CUPTI_ACTIVITY_KIND_*` values, the same in every CUPTI version.
 const KIND_MEMCPY: u32 = 1;
 const KIND_MEMSET: u32 = 2;
+const KIND_MEMCPY2: u32 = 22;
 const KIND_CONCURRENT_KERNEL: u32 = 10;
 const KIND_EXTERNAL_CORRELATION: u32 = 39;
 
@@ -104,6 +106,9 @@ pub(crate) unsafe fn read(record: *const sys::CUpti_Activity) -> Option<Activity
                 launch_fields!(record, sys::CUpti_ActivityKernel9, ActivityKind::Kernel, name)
             }
             KIND_MEMCPY => launch_fields!(record, sys::CUpti_ActivityMemcpy6, ActivityKind::Memcpy, None),
+            KIND_MEMCPY2 => {
+                launch_fields!(record, sys::CUpti_ActivityMemcpyPtoP4, ActivityKind::Memcpy, None)
+            }
             KIND_MEMSET => launch_fields!(record, sys::CUpti_ActivityMemset4, ActivityKind::Memset, None),
             KIND_EXTERNAL_CORRELATION => {
                 let r = record.cast::<sys::CUpti_ActivityExternalCorrelation>();
@@ -183,6 +188,20 @@ mod tests {
         // Safety: a whole memset record.
         let r = unsafe { read(addr_of!(s).cast()) }.unwrap();
         assert_eq!((r.kind, r.correlation_id, r.graph_id), (ActivityKind::Memset, 9, 3));
+    }
+
+    #[test]
+    fn a_copy_between_devices_is_a_copy_on_its_stream() {
+        let mut c: sys::CUpti_ActivityMemcpyPtoP4 = zeroed();
+        c.kind = sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2;
+        (c.contextId, c.streamId, c.correlationId, c.start, c.end) = (2, 5, 41, 100, 250);
+        (c.srcDeviceId, c.dstDeviceId) = (0, 1);
+        // Safety: a whole peer-to-peer memcpy record.
+        let r = unsafe { read(addr_of!(c).cast()) }.unwrap();
+        assert_eq!(
+            (r.kind, r.context_id, r.stream_id, r.correlation_id, r.start_ns, r.end_ns),
+            (ActivityKind::Memcpy, 2, 5, 41, 100, 250)
+        );
     }
 
     #[test]

@@ -213,7 +213,8 @@ impl Assembler {
                 continue;
             }
             // Made inside a call that is linked too: one launch, counted once.
-            let head = outer.filter(|o| self.links.get(o).is_some_and(|l| l.head == *o)).unwrap_or(correlation);
+            let head =
+                outer.filter(|o| self.links.get(o).is_some_and(|l| l.head == *o)).unwrap_or(correlation);
             let list = self.list(zone.list, now);
             list.correlations.push(correlation);
             if head == correlation {
@@ -259,7 +260,8 @@ impl Assembler {
             let owner = self.links.get(&correlation).map(|link| (link.zone, link.head));
             if let Some((zone, head)) = owner {
                 // The launch's first record: it has arrived (a graph launch gives several).
-                let first = self.links.get_mut(&head).is_some_and(|h| !std::mem::replace(&mut h.arrived, true));
+                let first =
+                    self.links.get_mut(&head).is_some_and(|h| !std::mem::replace(&mut h.arrived, true));
                 if first {
                     self.unarrived.remove(&head);
                 }
@@ -275,7 +277,8 @@ impl Assembler {
             let lane = self.lanes.entry(r.lane).or_default();
             let (begin, end) = (r.begin_ns, r.end_ns.max(r.begin_ns));
             // In start order: mostly at the back.
-            let at = lane.len() - lane.iter().rev().take_while(|w| (w.begin, w.correlation) > (begin, correlation)).count();
+            let at = lane.len()
+                - lane.iter().rev().take_while(|w| (w.begin, w.correlation) > (begin, correlation)).count();
             lane.insert(at, Work { correlation, owner, begin, end, location: r.location, seen: now });
         }
     }
@@ -350,7 +353,6 @@ impl Assembler {
         self.push_batch(key, 0, vec![zone], out);
     }
 
-
     /// Emits list `id` as one batch: its zones that had work, and that work as their
     /// children; forgets it.
     fn emit_list(&mut self, id: u64, out: &mut Emitted) {
@@ -364,7 +366,9 @@ impl Assembler {
             let mut i = 0;
             while i < lane.len() {
                 let index = match lane[i].owner {
-                    Some(z) if z.list == id => taken.zones.binary_search_by_key(&z.position, |u| u.position).ok(),
+                    Some(z) if z.list == id => {
+                        taken.zones.binary_search_by_key(&z.position, |u| u.position).ok()
+                    }
                     _ => None,
                 };
                 let Some(index) = index.filter(|&index| taken.zones[index].lane == key) else {
@@ -406,7 +410,9 @@ impl Assembler {
         out.lists += 1;
         self.unlink(&mut list);
         if let Some(lane) = zones.first().map(|z| z.lane) {
-            let crate::backend::Lane::Stream(key) = lane else { unreachable!("activity zones are on streams") };
+            let crate::backend::Lane::Stream(key) = lane else {
+                unreachable!("activity zones are on streams")
+            };
             self.push_batch(key, id, zones, out);
         }
     }
@@ -447,7 +453,9 @@ impl Assembler {
         for (&id, list) in &self.lists {
             let over = |since: i64| now.saturating_sub(since) >= hold;
             match &list.taken {
-                Some(taken) if force || (list.waiting == 0 && (list.arrived >= list.launches || over(taken.at))) => {
+                Some(taken)
+                    if force || (list.waiting == 0 && (list.arrived >= list.launches || over(taken.at))) =>
+                {
                     emit.push((id, list.arrived >= list.launches));
                 }
                 None if force || (list.waiting == 0 && over(list.seen)) => forget.push(id),

@@ -53,7 +53,8 @@ impl ActivityOrder {
             base: Calibration { gpu_ns: 0, host_ns: now },
             host_clock_origin: backend.host_clock_origin(),
         };
-        let order = Self { assembler: Assembler::new(id, now), batch: ActivityBatch::default(), taken: Vec::new() };
+        let order =
+            Self { assembler: Assembler::new(id, now), batch: ActivityBatch::default(), taken: Vec::new() };
         Ok((order, info))
     }
 

@@ -1,8 +1,8 @@
 //! The assembler's rules, with synthetic records and links (no GPU).
 
 use super::assemble::*;
-use crate::backend::activity::{Activity, Link, ZoneKey};
 use crate::backend::activity::WorkKind;
+use crate::backend::activity::{Activity, Link, ZoneKey};
 use crate::location::DynamicLocation;
 
 const CONTEXT: u32 = 3;
@@ -43,7 +43,10 @@ fn shape(out: &Emitted) -> Vec<Vec<(String, u32, i64, i64)>> {
     out.batches
         .iter()
         .map(|(_, zones)| {
-            zones.iter().map(|z| (z.location.name().to_owned(), z.depth, z.host_begin_ns, z.host_end_ns)).collect()
+            zones
+                .iter()
+                .map(|z| (z.location.name().to_owned(), z.depth, z.host_begin_ns, z.host_end_ns))
+                .collect()
         })
         .collect()
 }
@@ -204,7 +207,10 @@ fn work_outside_zones_and_work_of_a_zone_on_another_stream_come_out_alone_in_the
     let mut a = Assembler::new(CONTEXT, 0);
     a.link([link(10, key(1, 0)), link(11, key(1, 0))], 0);
     a.take([list(1, vec![zone(0, None, 0, "cb", A)])], 0);
-    a.records([kernel(A, 9, 50, 60), kernel(A, 10, 100, 110), kernel(B, 11, 105, 115), kernel(B, 12, 200, 210)], 0);
+    a.records(
+        [kernel(A, 9, 50, 60), kernel(A, 10, 100, 110), kernel(B, 11, 105, 115), kernel(B, 12, 200, 210)],
+        0,
+    );
     let out = a.emit(0, HOLD, false);
     assert_eq!(names(&out), vec![vec!["k9"], vec!["cb", "k10"], vec!["k11"], vec!["k12"]]);
     assert!(out.batches[2].1.iter().all(|z| z.depth == 0 && z.lane == crate::backend::Lane::Stream(B)));
@@ -226,7 +232,13 @@ fn a_discarded_list_emits_no_zone_and_its_work_comes_out_alone() {
 fn zones_with_no_work_are_counted_empty() {
     let mut a = Assembler::new(CONTEXT, 0);
     a.link([link(10, key(1, 1))], 0);
-    a.take([list(1, vec![zone(0, None, 0, "cb", A), zone(1, Some(0), 1, "busy", A), zone(2, Some(0), 1, "idle", A)])], 0);
+    a.take(
+        [list(
+            1,
+            vec![zone(0, None, 0, "cb", A), zone(1, Some(0), 1, "busy", A), zone(2, Some(0), 1, "idle", A)],
+        )],
+        0,
+    );
     a.records([kernel(A, 10, 100, 110)], 0);
     let out = a.emit(0, HOLD, false);
     assert_eq!(names(&out), vec![vec!["cb", "busy", "k10"]]);

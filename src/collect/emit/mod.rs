@@ -6,9 +6,9 @@
 
 use super::clock::{Observation, Timeline};
 use super::concurrent::ConcurrentLists;
+use super::deliver::Delivery;
 use super::mapping::HostClock;
 use super::report::CollectReport;
-use super::deliver::Delivery;
 use crate::backend::{guarded, Backend, BackendError, Lane};
 use crate::error::Error;
 use crate::launch::Launch;

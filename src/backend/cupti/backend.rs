@@ -1,0 +1,419 @@
+//! [`CuptiBackend`]: CUDA timed by CUPTI's activity records, as a source of the one collector
+//! (docs/cupti.md, docs/design.md section 13). It records no event: it ties each launching
+//! API call to the zone open on the launching thread (the launch callback below), reads the
+//! records of the work that ran (the flush thread, flush.rs), and puts their times on the
+//! host clock (CUPTI reads the crate's clock itself, or an offset is measured).
+
+use super::flush::{Flusher, RecordQueue};
+use super::{call, ActivityTracer, CuptiError, TracerConfig};
+use crate::backend::activity::{current_zone, ActivityBatch, ActivityLosses, ActivitySource, Link, Timing};
+use crate::backend::cuda::{CudaBackend, Graph, GraphNode};
+use crate::backend::{Backend, BackendError};
+use crossbeam_queue::SegQueue;
+use cudarc::cupti::result::{self as cupti, activity};
+use cudarc::cupti::sys;
+use cudarc::driver::{CudaContext, CudaStream};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Where the host clock of CUPTI's records reads 0: one origin for the process, so that
+/// CUPTI's timestamp callback (which takes no user pointer) reads the same clock as
+/// [`Backend::host_now_ns`].
+static ORIGIN: OnceLock<Instant> = OnceLock::new();
+
+/// What the timestamp callback adds to the host clock: CUPTI may take 0 for "no time".
+const CALLBACK_BIAS_NS: i64 = 1_000_000_000;
+
+/// `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`.
+const FLUSH_FORCED: u32 = 1;
+
+fn origin() -> Instant {
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// The host clock of every [`CuptiBackend`] in the process, in nanoseconds since one
+/// `Instant`: the clock of its zones' host times ([`Backend::host_now_ns`]; a sink made
+/// before the context, such as `TracySink::new`, takes this function).
+pub fn host_now_ns() -> i64 {
+    i64::try_from(origin().elapsed().as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// CUPTI's clock, when it takes ours: the host clock plus the bias, never 0.
+unsafe extern "C" fn host_clock() -> u64 {
+    (host_now_ns() + CALLBACK_BIAS_NS) as u64
+}
+
+/// Launch links, pushed by the launch callback on the launching threads, popped by the
+/// collector's read. Bounded by `LINKS_MAX` (set by the running backend): past it a link is
+/// dropped and counted, and its work comes out alone.
+static LINKS: SegQueue<Link> = SegQueue::new();
+static LINKS_LEN: AtomicUsize = AtomicUsize::new(0);
+static LINKS_MAX: AtomicUsize = AtomicUsize::new(0);
+static LINKS_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The correlation id of the runtime API call in progress on this thread, if linked: a
+    /// driver call made inside it is the same launch.
+    static RUNTIME_CALL: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+fn push_link(link: Link) {
+    if LINKS_LEN.fetch_add(1, Relaxed) < LINKS_MAX.load(Relaxed) {
+        LINKS.push(link);
+    } else {
+        LINKS_LEN.fetch_sub(1, Relaxed);
+        LINKS_DROPPED.fetch_add(1, Relaxed);
+    }
+}
+
+type OnLaunch = unsafe extern "C" fn(
+    *mut std::ffi::c_void,
+    sys::CUpti_CallbackDomain,
+    sys::CUpti_CallbackId,
+    *const std::ffi::c_void,
+);
+
+/// CUPTI's callback at the entry and exit of each launching API call (only those that make a
+/// work record: `super::enable_launch_callbacks`): ties the call's correlation id to the zone
+/// open on this thread, if any, and unties it if the call failed.
+unsafe extern "C" fn on_launch(
+    _user: *mut std::ffi::c_void,
+    domain: sys::CUpti_CallbackDomain,
+    _cbid: sys::CUpti_CallbackId,
+    data: *const std::ffi::c_void,
+) {
+    if data.is_null() {
+        return;
+    }
+    // Safety: for the API domains CUPTI passes a `CUpti_CallbackData`, valid during the call.
+    let data = unsafe { &*data.cast::<sys::CUpti_CallbackData>() };
+    let runtime = domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API;
+    let Some(zone) = current_zone() else { return };
+    if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+        // At the entry, before the driver enqueues anything: the link is queued before the
+        // work can finish, so before its record can be read (invariant L).
+        let outer = if runtime { None } else { RUNTIME_CALL.try_with(Cell::get).ok().flatten() };
+        if runtime {
+            let _ = RUNTIME_CALL.try_with(|c| c.set(Some(data.correlationId)));
+        }
+        push_link(Link { correlation: data.correlationId, zone: Some(zone), outer });
+        return;
+    }
+    if runtime {
+        let _ = RUNTIME_CALL.try_with(|c| c.set(None));
+    }
+    if !data.functionReturnValue.is_null() {
+        // Safety: at the exit, CUPTI points `functionReturnValue` at the call's result, a
+        // `CUresult` or `cudaError_t` (both 32-bit, 0 for success).
+        let failed = unsafe { data.functionReturnValue.cast::<i32>().read_unaligned() } != 0;
+        if failed {
+            // It launched nothing: untie it, after its link on the same queue.
+            push_link(Link { correlation: data.correlationId, zone: None, outer: None });
+        }
+    }
+}
+
+/// How CUPTI's times reach the host clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockSource {
+    /// CUPTI reads the host clock itself (`cuptiActivityRegisterTimestampCallback`): its
+    /// times are host times, exactly.
+    Callback,
+    /// CUPTI keeps its own clock (nanoseconds since the Unix epoch); each read pairs it with
+    /// the host clock (`cuptiGetTimestamp` between two host reads, the closest of three pairs)
+    /// and shifts records by the difference.
+    Offset,
+}
+
+/// A [`CuptiBackend`]'s settings (what the tracer needs; the context's own settings, its
+/// name, sinks and hold limit, are the [`Builder`](crate::Builder)'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CuptiConfig {
+    /// CUPTI's buffer pool. CUPTI fills a buffer per stream with work in flight (and one for
+    /// records of no stream): give at least two per stream the process uses at once.
+    /// Default: 64 buffers of 1 MiB.
+    pub buffers: TracerConfig,
+    /// How often the backend's flush thread asks CUPTI for the buffers whose records are all
+    /// complete (`cuptiActivityFlushAll`, not forced) and reads them: this bounds how late a
+    /// zone comes out. Zero: no flush thread, each collect asks. Default 5 ms. (Measured on
+    /// the H200: asking from busy recording threads bent CUPTI's times against the host
+    /// clock by tens of microseconds; one thread did not.)
+    pub flush_period: Duration,
+    /// Whether CUPTI calls the backend at each launching API call, to tie the launch to the
+    /// zone open on the thread (default on). Off, launches cost CUPTI's record alone, all
+    /// work comes out at depth 0, and zones, with no work tied to them, are counted empty.
+    pub launch_callback: bool,
+    /// The most records read out of CUPTI and not collected yet (default 2^18): past it the
+    /// flush thread leaves CUPTI's buffers unread until a collect.
+    pub max_pending_records: usize,
+    /// The most launch links not collected yet (default 2^20): past it a link is dropped
+    /// (counted in `ActivityLosses::links_dropped`) and its work comes out at depth 0.
+    pub max_pending_links: usize,
+}
+
+impl Default for CuptiConfig {
+    fn default() -> Self {
+        Self {
+            buffers: TracerConfig { buffer_size: 1 << 20, buffer_count: 64 },
+            flush_period: Duration::from_millis(5),
+            launch_callback: true,
+            max_pending_records: 1 << 18,
+            max_pending_links: 1 << 20,
+        }
+    }
+}
+
+/// CUDA timed by CUPTI's activity records: every kernel, copy and memset the process
+/// launches is a zone on its stream's lane, with no CUDA event, nested in the zones open on
+/// the launching thread (docs/cupti.md). Give it to [`TracingContext::builder`](crate::TracingContext::builder)
+/// in place of a [`CudaBackend`]: streams are the same `Arc<CudaStream>`, and the same lists,
+/// guards, frames and sinks work unchanged.
+///
+/// CUPTI's activity state is process-wide: one at a time ([`CuptiError::AlreadyStarted`]).
+/// Cheap to clone: clones share the tracer.
+///
+/// ```no_run
+/// use gpu_event_pool::backend::cupti::CuptiBackend;
+/// use gpu_event_pool::{location, sink::memory::MemorySink, TracingContext};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let cupti = CuptiBackend::new(0)?; // was: CudaBackend::new(0)?
+/// let stream = cupti.new_stream()?;
+/// let zones = MemorySink::new();
+/// let ctx = TracingContext::builder(cupti.clone()).sink(zones.clone()).build()?;
+/// let mut list = ctx.list();
+/// {
+///     let _pass = list.zone(&stream, location!("pass"));
+///     // ... launch kernels on `stream`: each becomes a child zone of "pass" ...
+/// }
+/// ctx.submit(list)?;
+/// stream.synchronize()?;
+/// ctx.flush()?;
+/// assert_eq!(ctx.stats().activity.losses.records_dropped, 0);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct CuptiBackend {
+    cuda: CudaBackend,
+    state: Arc<CuptiState>,
+}
+
+/// What a backend and its clones share; dropped with the last of them (after the context's
+/// final read).
+struct CuptiState {
+    /// The thread that asks CUPTI for its complete buffers every period (stopped first).
+    flusher: Flusher,
+    queue: Arc<RecordQueue>,
+    tracer: Arc<ActivityTracer>,
+    clock: ClockSource,
+}
+
+impl std::fmt::Debug for CuptiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CuptiState").field("clock", &self.clock).finish_non_exhaustive()
+    }
+}
+
+impl CuptiBackend {
+    /// CUPTI on the primary context of device `ordinal`, with the default settings.
+    pub fn new(ordinal: usize) -> Result<Self, CuptiError> {
+        let cuda = CudaBackend::new(ordinal).map_err(CuptiError::Cuda)?;
+        Self::with_config(cuda, CuptiConfig::default())
+    }
+
+    /// CUPTI on an existing `cudarc` context, with the default settings.
+    pub fn from_context(ctx: Arc<CudaContext>) -> Result<Self, CuptiError> {
+        Self::with_config(CudaBackend::from_context(ctx), CuptiConfig::default())
+    }
+
+    /// CUPTI beside the CUDA backend `cuda` (its context, streams and graphs), with `config`.
+    /// Fails when libcupti is missing, another CUPTI client is attached, profiling is not
+    /// permitted, or CUPTI is already in use in this process; nothing is left behind then.
+    pub fn with_config(cuda: CudaBackend, config: CuptiConfig) -> Result<Self, CuptiError> {
+        super::library_present()?;
+        if super::STARTED.load(std::sync::atomic::Ordering::Acquire) {
+            // Leave the running tracer's clock alone.
+            return Err(CuptiError::AlreadyStarted);
+        }
+        let _ = origin();
+        // Before the tracer enables any kind, so that every record is on one clock.
+        // Safety: `host_clock` is a plain function that touches only `ORIGIN`.
+        let clock = match unsafe { sys::cuptiActivityRegisterTimestampCallback(Some(host_clock)) }.result() {
+            Ok(()) => ClockSource::Callback,
+            Err(_) => ClockSource::Offset,
+        };
+        let on_launch = config.launch_callback.then_some(on_launch as OnLaunch);
+        let tracer = match ActivityTracer::start_with(config.buffers, on_launch) {
+            Ok(tracer) => Arc::new(tracer),
+            Err(e) => {
+                if clock == ClockSource::Callback && e != CuptiError::AlreadyStarted {
+                    // Safety: clearing the callback registered above; no tracer runs.
+                    let _ = unsafe { sys::cuptiActivityRegisterTimestampCallback(None) };
+                }
+                return Err(e);
+            }
+        };
+        // Links of an earlier backend's zones: drop them.
+        while LINKS.pop().is_some() {}
+        LINKS_LEN.store(0, Relaxed);
+        LINKS_MAX.store(config.max_pending_links, Relaxed);
+        let queue = Arc::new(RecordQueue::new(config.max_pending_records, CALLBACK_BIAS_NS));
+        let state = CuptiState {
+            flusher: Flusher::start(config.flush_period, &tracer, &queue),
+            queue,
+            tracer,
+            clock,
+        };
+        state.measure_offset()?;
+        Ok(Self { cuda, state: Arc::new(state) })
+    }
+
+    /// The CUDA backend beside it (context, streams, graphs, the spin kernel).
+    pub fn cuda(&self) -> &CudaBackend {
+        &self.cuda
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        self.cuda.context()
+    }
+
+    /// A new stream (non-blocking) on the backend's context.
+    pub fn new_stream(&self) -> Result<Arc<CudaStream>, BackendError> {
+        self.cuda.new_stream()
+    }
+
+    /// How CUPTI's times reach the host clock.
+    pub fn clock_source(&self) -> ClockSource {
+        self.state.clock
+    }
+}
+
+impl CuptiState {
+    /// Sets the queue's offset: the callback's bias, or CUPTI's clock minus the host clock
+    /// from the closest of three back-to-back pairs.
+    fn measure_offset(&self) -> Result<(), CuptiError> {
+        if self.clock == ClockSource::Offset {
+            let mut best = (i64::MAX, 0);
+            for _ in 0..3 {
+                let before = host_now_ns();
+                let cupti = super::timestamp_ns()? as i64;
+                let after = host_now_ns();
+                best = best.min((after - before, cupti - (before + (after - before) / 2)));
+            }
+            self.queue.set_offset(best.1);
+        }
+        Ok(())
+    }
+}
+
+impl ActivitySource for CuptiState {
+    fn read(&self, force: bool, out: &mut ActivityBatch) -> Result<(), BackendError> {
+        let failed = |e: CuptiError| BackendError::new("CUPTI", e.to_string());
+        self.measure_offset().map_err(failed)?;
+        // Records first: a record read now had its link queued before (at its launch's entry).
+        if force {
+            activity::flush_all(FLUSH_FORCED).map_err(call("cuptiActivityFlushAll")).map_err(failed)?;
+        } else if !self.flusher.running() {
+            activity::flush_all(0).map_err(call("cuptiActivityFlushAll")).map_err(failed)?;
+        }
+        self.queue.read(&self.tracer, false);
+        self.queue.take(&mut out.activities).map_err(failed)?;
+        // Then the links: those of every record above, and more.
+        while let Some(link) = LINKS.pop() {
+            LINKS_LEN.fetch_sub(1, Relaxed);
+            out.links.push(link);
+        }
+        Ok(())
+    }
+
+    fn losses(&self) -> ActivityLosses {
+        let losses = self.tracer.losses();
+        ActivityLosses {
+            records_dropped: losses.records_dropped,
+            buffers_refused: losses.buffers_refused,
+            records_incomplete: self.queue.incomplete(),
+            links_dropped: LINKS_DROPPED.load(Relaxed),
+        }
+    }
+}
+
+impl Drop for CuptiState {
+    fn drop(&mut self) {
+        // The flush thread ends before the tracer does.
+        self.flusher = Flusher::none();
+        if self.clock == ClockSource::Callback {
+            // Safety: clearing the callback; CUPTI goes back to its own clock.
+            let _ = unsafe { sys::cuptiActivityRegisterTimestampCallback(None) };
+        }
+    }
+}
+
+impl Backend for CuptiBackend {
+    /// No event: zones are timed by CUPTI's records.
+    type Event = ();
+    type Stream = Arc<CudaStream>;
+    type Graph = Graph;
+    type GraphNode = GraphNode;
+
+    const TIMING: Timing = Timing::Activities;
+
+    fn name(&self) -> &'static str {
+        "cupti"
+    }
+    fn create_event(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn create_stream(&self) -> Result<Arc<CudaStream>, BackendError> {
+        self.cuda.new_stream()
+    }
+    /// CUPTI's ids of the stream's context and of the stream: the lane of its work's records
+    /// (`u64::MAX` when CUPTI cannot name it: its zones then have no work of their own).
+    fn stream_key(&self, stream: &Arc<CudaStream>) -> u64 {
+        let (mut context, mut id) = (0, 0);
+        // Safety: the context and stream are live (borrowed); the ids are valid out-pointers.
+        let named = unsafe {
+            cupti::get_context_id(stream.context().cu_ctx(), &mut context).is_ok()
+                && cupti::get_stream_id(stream.context().cu_ctx(), stream.cu_stream(), &mut id).is_ok()
+        };
+        if named {
+            super::lane_key(context, id)
+        } else {
+            u64::MAX
+        }
+    }
+    fn graph_key(&self, graph: &Graph) -> u64 {
+        self.cuda.graph_key(graph)
+    }
+    fn record(&self, _event: &(), _stream: &Arc<CudaStream>) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn add_graph_record_node(
+        &self,
+        _event: &(),
+        _graph: &Graph,
+        _dependencies: &[GraphNode],
+    ) -> Result<GraphNode, BackendError> {
+        Err(BackendError::new("cupti::add_graph_record_node", "graph zones are not timed by CUPTI"))
+    }
+    fn is_complete(&self, _event: &()) -> Result<bool, BackendError> {
+        Ok(true)
+    }
+    fn wait(&self, _event: &()) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn elapsed_ms(&self, _start: &(), _end: &()) -> Result<Option<f32>, BackendError> {
+        Ok(Some(0.0))
+    }
+    fn host_now_ns(&self) -> i64 {
+        host_now_ns()
+    }
+    fn host_clock_origin(&self) -> Option<Instant> {
+        Some(origin())
+    }
+    fn activity_source(&self) -> Option<&dyn ActivitySource> {
+        Some(&*self.state)
+    }
+}
