@@ -23,7 +23,6 @@ pub mod cuda;
 #[cfg_attr(docsrs, doc(cfg(feature = "cupti")))]
 pub mod cupti;
 pub mod sim;
-mod sim_activities;
 #[cfg(feature = "vulkan")]
 #[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 pub mod vulkan;

@@ -1,34 +1,7 @@
-//! A simulated GPU: streams that run simulated kernels asynchronously, timing events, and
-//! graphs, with no GPU at all.
-//!
-//! Each stream keeps the time its queued work finishes (`busy_until`). Launching a kernel of
-//! `d` ns starts it at `max(now, busy_until)` and moves `busy_until` past it; recording an
-//! event stamps it with `max(now, busy_until)`. An event is complete once the clock passes
-//! its stamp, so events really are incomplete for a while, exactly as on a GPU, without any
-//! background thread.
-//!
-//! Two clocks:
-//! - [`SimBackend::manual`]: time moves only when a test calls [`SimBackend::advance`] (or
-//!   waits on an event, which moves the clock to it): deterministic stepping.
-//! - [`SimBackend::realtime`]: time is the host's monotonic clock.
-//!
-//! Failures can be injected ([`SimBackend::fail_event_creation_after`],
-//! [`SimBackend::fail_records`], [`SimBackend::fail_elapsed`], and a panic with
-//! [`SimBackend::panic_in_elapsed`]) to test error paths.
-//!
-//! Graphs follow the CUDA backend's rule (feature `cuda`): a graph's zones time its FIRST
-//! launch only. Reading a graph zone's event before that launch fails with code
-//! `GRAPH_NOT_LAUNCHED` (the collector drops that list's zones, counts them, and goes on);
-//! later launches run the graph's kernels but never stamp an event again, and an event that
-//! was recorded elsewhere since it was added to a graph is no longer stamped by that graph.
-//! So a relaunched graph can never rewrite the time of an event another list owns now.
-//!
-//! Unlike CUDA, whose event timestamps have a resolution of about half a microsecond, the
-//! simulation stamps events to the nanosecond.
+//! [`SimBackend`]: the simulated GPU, timed by events (the module doc, in `sim/mod.rs`, says how
+//! it runs).
 
-pub use super::sim_activities::SimActivities;
-use super::Backend;
-use super::BackendError;
+use crate::backend::{Backend, BackendError};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

@@ -1,5 +1,5 @@
 //! The simulated GPU as an activity source: what CUPTI does for CUDA, without a GPU
-//! ([`SimActivities`], re-exported from [`sim`](super::sim)).
+//! ([`SimActivities`]).
 //!
 //! Every launch gets a correlation id, is linked at its call's entry to the zone open on the
 //! launching thread (as CUPTI's launch callback does: [`current_zone`]), and reports one work
@@ -8,11 +8,11 @@
 //! back to a later read (a buffer CUPTI holds until its other records complete), and ids about
 //! to wrap.
 
-use super::activity::{
+use super::gpu::{SimBackend, SimGraph, SimGraphNode, SimStream};
+use crate::backend::activity::{
     current_zone, Activity, ActivityBatch, ActivityLosses, ActivitySource, Link, Timing, WorkKind,
 };
-use super::sim::{SimBackend, SimGraph, SimGraphNode, SimStream};
-use super::{Backend, BackendError};
+use crate::backend::{Backend, BackendError};
 use crate::location::{DynamicLocation, Location};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
