@@ -135,6 +135,42 @@ pub trait ActivitySource: Send + Sync {
     fn losses(&self) -> ActivityLosses;
 }
 
+/// The event methods of a backend timed by activity records, inside its `impl Backend`: it
+/// records no event (`type Event = ()`), `record` does nothing and never fails, and the
+/// collector calls none of the others ([`Backend::TIMING`](super::Backend::TIMING)); a graph
+/// zone is refused.
+macro_rules! no_events {
+    ($name:literal) => {
+        fn create_event(&self) -> Result<(), $crate::backend::BackendError> {
+            Ok(())
+        }
+        fn record(&self, _event: &(), _stream: &Self::Stream) -> Result<(), $crate::backend::BackendError> {
+            Ok(())
+        }
+        fn add_graph_record_node(
+            &self,
+            _event: &(),
+            _graph: &Self::Graph,
+            _dependencies: &[Self::GraphNode],
+        ) -> Result<Self::GraphNode, $crate::backend::BackendError> {
+            Err($crate::backend::BackendError::new(
+                concat!($name, "::add_graph_record_node"),
+                "graph zones are not timed by activity records",
+            ))
+        }
+        fn is_complete(&self, _event: &()) -> Result<bool, $crate::backend::BackendError> {
+            Ok(true)
+        }
+        fn wait(&self, _event: &()) -> Result<(), $crate::backend::BackendError> {
+            Ok(())
+        }
+        fn elapsed_ms(&self, _start: &(), _end: &()) -> Result<Option<f32>, $crate::backend::BackendError> {
+            Ok(Some(0.0))
+        }
+    };
+}
+pub(crate) use no_events;
+
 crate::sync::const_thread_local! {
     /// The zones open on this thread, outermost first (docs/design.md, section 13,
     /// invariant S): pushed when a zone's begin is recorded, removed by key when it ends.

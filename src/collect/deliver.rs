@@ -5,12 +5,48 @@
 //! way. Also here: the lane names, the frame marks and counter samples (watch.rs), and the
 //! counts of what was delivered.
 
+use super::report::CollectReport;
 use super::watch::Watch;
 use crate::backend::{panic_message, Backend};
 use crate::error::Error;
 use crate::shared::Inner;
 use crate::sink::{Calibration, ContextInfo, Sink, ZoneBatch};
+
+/// What the sinks of context `id`, named `name`, on `backend`, are told: its base pair (GPU
+/// time 0 and the host time then) and the backend's host clock.
+pub(crate) fn context_info<B: Backend>(backend: &B, id: u32, name: &str, base: Calibration) -> ContextInfo {
+    ContextInfo {
+        id,
+        name: name.to_owned(),
+        backend: backend.name(),
+        base,
+        host_clock_origin: backend.host_clock_origin(),
+    }
+}
 use crate::sync::{lock, Ordering};
+
+/// One emit phase at work, for either source's order: the delivery to the sinks, the report
+/// of the call it runs in, and the first failure met (each failure is counted in the report).
+pub(crate) struct Phase<'a> {
+    pub(crate) delivery: &'a mut Delivery,
+    pub(crate) report: &'a mut CollectReport,
+    pub(crate) error: Option<Error>,
+}
+
+impl Phase<'_> {
+    /// A failure of this phase: counted; the first is the phase's error.
+    pub(crate) fn fail(&mut self, error: Error) {
+        self.report.errors += 1;
+        self.error.get_or_insert(error);
+    }
+
+    /// `fail`, for what may have failed.
+    pub(crate) fn check(&mut self, failure: Option<Error>) {
+        if let Some(error) = failure {
+            self.fail(error);
+        }
+    }
+}
 
 /// The sinks of one context and what is told to them, behind the emitter's lock (one caller
 /// at a time).

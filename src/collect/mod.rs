@@ -55,7 +55,7 @@ use crate::sink::Sink;
 use crate::slots::pool::Pool;
 use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU64, Mutex, MutexGuard, Ordering};
 use activity::ActivityOrder;
-use deliver::Delivery;
+use deliver::{Delivery, Phase};
 use emit::EventOrder;
 use read::{read_phase, ReadOutcome, ReadShare};
 
@@ -118,13 +118,15 @@ impl<B: Backend> Emitter<B> {
     /// One emit phase of the context's source; the time it takes is `Stats::emitter_ns`.
     fn emit_phase(&mut self, ctx: &Inner<B>, pass: Pass, report: &mut CollectReport) -> Option<Error> {
         let started = std::time::Instant::now();
-        let error = match &mut self.order {
-            Order::Events(order) => order.emit_phase(ctx, &mut self.delivery, pass == Pass::Final, report),
-            Order::Activities(order) => order.emit_phase(ctx, &mut self.delivery, pass, report),
-        };
+        let error = self.delivery.name_lanes(ctx, &mut report.errors);
+        let mut phase = Phase { delivery: &mut self.delivery, report, error };
+        match &mut self.order {
+            Order::Events(order) => order.emit_phase(ctx, &mut phase, pass == Pass::Final),
+            Order::Activities(order) => order.emit_phase(ctx, &mut phase, pass),
+        }
         let spent = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         ctx.counters().emitter_ns.fetch_add(spent, Ordering::Relaxed);
-        error
+        phase.error
     }
 
     /// Lists held back: read and waiting for an earlier list of their lane, or taken and

@@ -360,11 +360,10 @@ impl Backend for CuptiBackend {
 
     const TIMING: Timing = Timing::Activities;
 
+    crate::backend::activity::no_events!("cupti");
+
     fn name(&self) -> &'static str {
         "cupti"
-    }
-    fn create_event(&self) -> Result<(), BackendError> {
-        Ok(())
     }
     fn create_stream(&self) -> Result<Arc<CudaStream>, BackendError> {
         self.cuda.new_stream()
@@ -386,26 +385,6 @@ impl Backend for CuptiBackend {
     }
     fn graph_key(&self, graph: &Graph) -> u64 {
         self.cuda.graph_key(graph)
-    }
-    fn record(&self, _event: &(), _stream: &Arc<CudaStream>) -> Result<(), BackendError> {
-        Ok(())
-    }
-    fn add_graph_record_node(
-        &self,
-        _event: &(),
-        _graph: &Graph,
-        _dependencies: &[GraphNode],
-    ) -> Result<GraphNode, BackendError> {
-        Err(BackendError::new("cupti::add_graph_record_node", "graph zones are not timed by CUPTI"))
-    }
-    fn is_complete(&self, _event: &()) -> Result<bool, BackendError> {
-        Ok(true)
-    }
-    fn wait(&self, _event: &()) -> Result<(), BackendError> {
-        Ok(())
-    }
-    fn elapsed_ms(&self, _start: &(), _end: &()) -> Result<Option<f32>, BackendError> {
-        Ok(Some(0.0))
     }
     fn host_now_ns(&self) -> i64 {
         host_now_ns()

@@ -198,11 +198,10 @@ impl Backend for SimActivities {
 
     const TIMING: Timing = Timing::Activities;
 
+    crate::backend::activity::no_events!("sim-activities");
+
     fn name(&self) -> &'static str {
         "sim-activities"
-    }
-    fn create_event(&self) -> Result<(), BackendError> {
-        Ok(())
     }
     fn create_stream(&self) -> Result<SimStream, BackendError> {
         Ok(self.sim.stream())
@@ -212,29 +211,6 @@ impl Backend for SimActivities {
     }
     fn graph_key(&self, graph: &SimGraph) -> u64 {
         self.sim.graph_key(graph)
-    }
-    fn record(&self, _event: &(), _stream: &SimStream) -> Result<(), BackendError> {
-        Ok(())
-    }
-    fn add_graph_record_node(
-        &self,
-        _event: &(),
-        _graph: &SimGraph,
-        _dependencies: &[SimGraphNode],
-    ) -> Result<SimGraphNode, BackendError> {
-        Err(BackendError::new(
-            "sim-activities::add_graph_record_node",
-            "graph zones are not timed by activities",
-        ))
-    }
-    fn is_complete(&self, _event: &()) -> Result<bool, BackendError> {
-        Ok(true)
-    }
-    fn wait(&self, _event: &()) -> Result<(), BackendError> {
-        Ok(())
-    }
-    fn elapsed_ms(&self, _start: &(), _end: &()) -> Result<Option<f32>, BackendError> {
-        Ok(Some(0.0))
     }
     fn host_now_ns(&self) -> i64 {
         self.sim.host_now_ns()

@@ -27,6 +27,7 @@ struct Gpu {
     record_failures: AtomicU32,
     elapsed_failures: AtomicU32,
     elapsed_panics: AtomicU32,
+    host_clock_panics: AtomicU32,
     /// When the work queued on any stream finishes (the GPU is busy until then).
     busy_until: AtomicI64,
     /// How late a busy GPU stamps an event recorded on an idle stream (`set_late_records`).
@@ -98,6 +99,7 @@ impl SimBackend {
                 record_failures: AtomicU32::new(0),
                 elapsed_failures: AtomicU32::new(0),
                 elapsed_panics: AtomicU32::new(0),
+                host_clock_panics: AtomicU32::new(0),
                 busy_until: AtomicI64::new(0),
                 late_ns: AtomicI64::new(0),
             }),
@@ -236,6 +238,12 @@ impl SimBackend {
         self.gpu.elapsed_panics.store(n, Ordering::Relaxed);
     }
 
+    /// The next `n` reads of the host clock (`Backend::host_now_ns`) panic (a buggy backend:
+    /// the crate must survive it).
+    pub fn panic_in_host_clock(&self, n: u32) {
+        self.gpu.host_clock_panics.store(n, Ordering::Relaxed);
+    }
+
     fn stamp_time(&self, stream: &SimStream) -> i64 {
         let now = self.now();
         let queued = stream.busy_until.load(Ordering::Acquire);
@@ -350,6 +358,9 @@ impl Backend for SimBackend {
     }
 
     fn host_now_ns(&self) -> i64 {
+        if Self::injected(&self.gpu.host_clock_panics) {
+            panic!("host clock: injected panic");
+        }
         self.now()
     }
 

@@ -12,8 +12,7 @@ mod assemble;
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests;
 
-use super::deliver::Delivery;
-use super::report::CollectReport;
+use super::deliver::{context_info, Phase};
 use super::Pass;
 use crate::backend::activity::{ActivityBatch, ActivitySource};
 use crate::backend::{guarded, host_now, Backend, BackendError, Lane};
@@ -46,13 +45,7 @@ impl ActivityOrder {
             )));
         }
         let now = host_now(backend)?;
-        let info = ContextInfo {
-            id,
-            name: name.to_owned(),
-            backend: backend.name(),
-            base: Calibration { gpu_ns: 0, host_ns: now },
-            host_clock_origin: backend.host_clock_origin(),
-        };
+        let info = context_info(backend, id, name, Calibration { gpu_ns: 0, host_ns: now });
         let order =
             Self { assembler: Assembler::new(id, now), batch: ActivityBatch::default(), taken: Vec::new() };
         Ok((order, info))
@@ -66,37 +59,21 @@ impl ActivityOrder {
     /// One emit phase. `Pass::Flush` reads the source until every list taken has a record of
     /// each of its launches, or the hold limit has passed; `Pass::Final` forces everything
     /// out.
-    pub(crate) fn emit_phase<B: Backend>(
-        &mut self,
-        ctx: &Inner<B>,
-        delivery: &mut Delivery,
-        pass: Pass,
-        report: &mut CollectReport,
-    ) -> Option<Error> {
-        let mut error = delivery.name_lanes(ctx, &mut report.errors);
-        let mut fail = |report: &mut CollectReport, e: Error| {
-            report.errors += 1;
-            error.get_or_insert(e);
-        };
-        let Some(source) = ctx.backend().activity_source() else {
-            return error;
-        };
+    pub(crate) fn emit_phase<B: Backend>(&mut self, ctx: &Inner<B>, phase: &mut Phase<'_>, pass: Pass) {
+        let Some(source) = ctx.backend().activity_source() else { return };
         let hold = i64::try_from(ctx.config().hold_limit.as_nanos()).unwrap_or(i64::MAX);
         // Lists first: every link of their launches was made before they were submitted.
         let lists = self.take_lists(ctx);
-        report.read_lists += lists.len();
+        phase.report.read_lists += lists.len();
         let mut now = match host_now(ctx.backend()) {
             Ok(now) => now,
-            Err(e) => {
-                fail(report, e.into());
-                return error;
-            }
+            Err(e) => return phase.fail(e.into()),
         };
         let started = now;
         let mut lists = Some(lists);
         loop {
             if let Err(e) = read(source, pass == Pass::Final, &mut self.batch) {
-                fail(report, e.into());
+                phase.fail(e.into());
             }
             self.assembler.link(self.batch.links.drain(..), now);
             if let Some(lists) = lists.take() {
@@ -111,20 +88,19 @@ impl ActivityOrder {
             now = match host_now(ctx.backend()) {
                 Ok(now) => now,
                 Err(e) => {
-                    fail(report, e.into());
+                    phase.fail(e.into());
                     break;
                 }
             };
         }
         let emitted = self.assembler.emit(now, hold, pass == Pass::Final);
         for (list_id, zones) in &emitted.batches {
-            if let Some(e) = delivery.zones(ctx, ZoneBatch { list_id: *list_id, zones }) {
-                fail(report, e);
-            }
-            report.zones += zones.len();
+            let delivered = phase.delivery.zones(ctx, ZoneBatch { list_id: *list_id, zones });
+            phase.check(delivered);
+            phase.report.zones += zones.len();
         }
         let c = ctx.counters();
-        report.lists += emitted.lists;
+        phase.report.lists += emitted.lists;
         c.lists_collected.fetch_add(emitted.lists, Ordering::Relaxed);
         c.activities.fetch_add(emitted.activities, Ordering::Relaxed);
         c.empty_zones.fetch_add(emitted.empty_zones, Ordering::Relaxed);
@@ -132,21 +108,16 @@ impl ActivityOrder {
         c.lists_partial.fetch_add(emitted.lists_partial, Ordering::Relaxed);
         for held in emitted.held {
             c.lanes_released.fetch_add(1, Ordering::Relaxed);
-            fail(
-                report,
-                Error::LaneHeld {
-                    lane: Lane::Stream(held.lane),
-                    list_id: held.list_id,
-                    location: "(its list is not submitted yet)".to_owned(),
-                    held_for: std::time::Duration::from_nanos(held.held_ns.unsigned_abs()),
-                },
-            );
+            phase.fail(Error::LaneHeld {
+                lane: Lane::Stream(held.lane),
+                list_id: held.list_id,
+                location: "(its list is not submitted yet)".to_owned(),
+                held_for: std::time::Duration::from_nanos(held.held_ns.unsigned_abs()),
+            });
         }
-        report.pending_lists = self.waiting_lists();
-        if let Some(e) = delivery.end_phase(ctx) {
-            fail(report, e);
-        }
-        error
+        phase.report.pending_lists = self.waiting_lists();
+        let ended = phase.delivery.end_phase(ctx);
+        phase.check(ended);
     }
 
     /// Takes every submitted list: its zones out of its records, its slots back to the pool

@@ -6,9 +6,8 @@
 
 use super::clock::{Observation, Timeline};
 use super::concurrent::ConcurrentLists;
-use super::deliver::Delivery;
+use super::deliver::{context_info, Phase};
 use super::mapping::HostClock;
-use super::report::CollectReport;
 use crate::backend::{guarded, Backend, BackendError, Lane};
 use crate::error::Error;
 use crate::launch::Launch;
@@ -77,13 +76,7 @@ impl<B: Backend> EventOrder<B> {
     /// seed's calibration), and what the sinks are told about the context.
     pub(crate) fn new(backend: &B, id: u32, name: &str) -> Result<(Self, ContextInfo), Error> {
         let (timeline, at) = Timeline::new(backend)?;
-        let info = ContextInfo {
-            id,
-            name: name.to_owned(),
-            backend: backend.name(),
-            base: at,
-            host_clock_origin: backend.host_clock_origin(),
-        };
+        let info = context_info(backend, id, name, at);
         // The start-up calibrations set the clock; sinks hear of anchors taken from now on.
         let (mut clock, mut news) = (HostClock::new(), Vec::new());
         timeline.take_news(&mut news);
@@ -108,27 +101,15 @@ impl<B: Backend> EventOrder<B> {
     /// Phase 2: emits, lane by lane in place order, every read list whose turn has come,
     /// and releases their slots with one CAS. With `force`, emits every read list even if an
     /// earlier list of its lane never came (only when no list can come any more).
-    pub(crate) fn emit_phase(
-        &mut self,
-        ctx: &Inner<B>,
-        delivery: &mut Delivery,
-        force: bool,
-        report: &mut CollectReport,
-    ) -> Option<Error> {
-        let mut error = delivery.name_lanes(ctx, &mut report.errors);
-        let mut fail = |report: &mut CollectReport, e: Error| {
-            report.errors += 1;
-            error.get_or_insert(e);
-        };
+    pub(crate) fn emit_phase(&mut self, ctx: &Inner<B>, phase: &mut Phase<'_>, force: bool) {
         // The anchors completed since (the readers keep them: no backend call here).
         self.timeline.take_news(&mut self.news);
         let mut news = std::mem::take(&mut self.news);
         for observation in news.drain(..) {
             let at = observation.at;
             self.clock.calibrate(at.gpu_ns, at.host_ns, observation.observed_ns);
-            if let Some(e) = delivery.calibrate(at) {
-                fail(report, e);
-            }
+            let calibrated = phase.delivery.calibrate(at);
+            phase.check(calibrated);
         }
         self.news = news;
         ctx.read().take_all(ctx.pool(), &mut self.taken);
@@ -141,10 +122,8 @@ impl<B: Backend> EventOrder<B> {
             if seq.seq < self.next_place[seq.entry as usize] {
                 // Its lane moved on without it (the hold limit): emitted now, late.
                 ctx.counters().lists_late.fetch_add(1, Ordering::Relaxed);
-                let (chain, failure) = self.emit_list(ctx, delivery, head, report);
-                if let Some(e) = failure {
-                    fail(report, e);
-                }
+                let (chain, failure) = self.emit_list(ctx, phase, head);
+                phase.check(failure);
                 append(ctx, &mut release, chain);
                 continue;
             }
@@ -163,7 +142,7 @@ impl<B: Backend> EventOrder<B> {
         }
         for held in self.release_held_lanes(ctx) {
             touched.extend(held.entry);
-            fail(report, held.error);
+            phase.fail(held.error);
         }
         if force {
             touched.extend(self.waiting.keys().copied());
@@ -188,10 +167,8 @@ impl<B: Backend> EventOrder<B> {
             self.next_place[entry as usize] = place + 1;
             if let Some(head) = list {
                 self.waiting_lists -= 1;
-                let (chain, failure) = self.emit_list(ctx, delivery, head, report);
-                if let Some(e) = failure {
-                    fail(report, e);
-                }
+                let (chain, failure) = self.emit_list(ctx, phase, head);
+                phase.check(failure);
                 append(ctx, &mut release, chain);
             }
             if let Some(head) = self.next_of(ctx, entry, force) {
@@ -199,19 +176,17 @@ impl<B: Backend> EventOrder<B> {
             }
         }
         for concurrent in self.concurrent.take_reports() {
-            fail(report, concurrent);
+            phase.fail(concurrent);
         }
         // Submitted -> Free: every collected list in one CAS.
         if let Some(chain) = release {
             ctx.pool().release_submitted(chain);
         }
-        if let Some(e) = delivery.end_phase(ctx) {
-            fail(report, e);
-        }
+        let ended = phase.delivery.end_phase(ctx);
+        phase.check(ended);
         let oldest = self.timeline.oldest_gpu_ns();
         self.lane_end.retain(|_, lane| lane.end >= oldest);
         self.concurrent.forget_before(oldest);
-        error
     }
 
     /// Lanes whose next place is held by a list still being recorded for longer than the
@@ -328,9 +303,8 @@ impl<B: Backend> EventOrder<B> {
     fn emit_list(
         &mut self,
         ctx: &Inner<B>,
-        delivery: &mut Delivery,
+        phase: &mut Phase<'_>,
         mut head: ListHead,
-        report: &mut CollectReport,
     ) -> (Chain, Option<Error>) {
         // The emitter owns every list it took from the read queue.
         let mut record = head.write(ctx.pool(), std::mem::take);
@@ -341,10 +315,10 @@ impl<B: Backend> EventOrder<B> {
             ListKind::Read => record.list_placed,
             ListKind::Failed | ListKind::Submitted | ListKind::Discarded => None,
         };
-        report.lists += 1;
+        phase.report.lists += 1;
         ctx.counters().lists_collected.fetch_add(1, Ordering::Relaxed);
         let Some((base, drift, bound)) = placed else {
-            report.failed_lists += 1;
+            phase.report.failed_lists += 1;
             ctx.counters().lists_failed.fetch_add(1, Ordering::Relaxed);
             let dropped = match record.list_kind {
                 ListKind::Read => record.zones.len(),
@@ -393,10 +367,10 @@ impl<B: Backend> EventOrder<B> {
             }
         }
         let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
-        if let Some(e) = delivery.zones(ctx, batch) {
+        if let Some(e) = phase.delivery.zones(ctx, batch) {
             failure.get_or_insert(e);
         }
-        report.zones += zones.len();
+        phase.report.zones += zones.len();
         ctx.zone_buffers().give_back(zones);
         (chain, failure)
     }

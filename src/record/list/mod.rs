@@ -27,6 +27,8 @@
 
 mod step;
 
+use step::Step;
+
 use super::error::RecordError;
 use super::ENABLED;
 use crate::backend::activity::{self, ZoneKey};
@@ -182,9 +184,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(());
         }
-        let lane = Lane::Stream(self.ctx.backend().stream_key(stream));
-        self.step(lane, false, Some(location.into()), RECORD, |b, e, mark| b.record_mark(e, stream, mark))
-            .map(drop)
+        self.stream_step(stream, false, Some(location.into()))
     }
 
     /// Ends the innermost open zone with one event on `stream`.
@@ -192,8 +192,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(());
         }
-        let lane = Lane::Stream(self.ctx.backend().stream_key(stream));
-        self.step(lane, true, None, RECORD, |b, e, mark| b.record_mark(e, stream, mark)).map(drop)
+        self.stream_step(stream, true, None)
     }
 
     /// Ends the innermost open zone and begins the next one with ONE event on `stream`.
@@ -205,13 +204,26 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(());
         }
+        self.stream_step(stream, true, Some(location.into()))
+    }
+
+    /// A step on a stream: one event, recorded with the backend's `record_mark`.
+    #[inline(always)]
+    fn stream_step(
+        &mut self,
+        stream: &B::Stream,
+        end: bool,
+        begin: Option<Location>,
+    ) -> Result<(), RecordError> {
         let lane = Lane::Stream(self.ctx.backend().stream_key(stream));
-        self.step(lane, true, Some(location.into()), RECORD, |b, e, mark| b.record_mark(e, stream, mark))
+        self.step(Step { lane, end, begin, call: RECORD }, |b, e, mark| b.record_mark(e, stream, mark))
             .map(drop)
     }
 
     /// Begins a zone in `graph`: adds an event-record node after `dependencies` and returns
     /// it (`None` when the zone is skipped by verbosity: depend on your own nodes then).
+    /// A backend timed by activity records (CUPTI) times every node of a graph launch
+    /// itself: there it returns [`RecordError::Unsupported`] (the zone opens as dropped).
     pub fn graph_zone_begin(
         &mut self,
         graph: &B::Graph,
@@ -221,15 +233,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(None);
         }
-        let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
-        let refused = B::TIMING == Timing::Activities;
-        self.step(lane, false, Some(location.into()), ADD_NODE, |b, e, _| {
-            if refused {
-                return Err(BackendError::new(ADD_NODE, UNSUPPORTED));
-            }
-            b.add_graph_record_node(e, graph, dependencies)
-        })
-        .map_err(|e| self.unsupported("graph_zone_begin", e))
+        self.graph_step(graph, dependencies, false, Some(location.into()), "graph_zone_begin")
     }
 
     /// Ends the innermost open zone with an event-record node in `graph` after
@@ -242,15 +246,7 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(None);
         }
-        let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
-        let refused = B::TIMING == Timing::Activities;
-        self.step(lane, true, None, ADD_NODE, |b, e, _| {
-            if refused {
-                return Err(BackendError::new(ADD_NODE, UNSUPPORTED));
-            }
-            b.add_graph_record_node(e, graph, dependencies)
-        })
-        .map_err(|e| self.unsupported("graph_zone_end", e))
+        self.graph_step(graph, dependencies, true, None, "graph_zone_end")
     }
 
     /// Ends the innermost open zone and begins the next with ONE event-record node in `graph`.
@@ -263,15 +259,27 @@ impl<B: Backend> EventList<B> {
         if !ENABLED {
             return Ok(None);
         }
+        self.graph_step(graph, dependencies, true, Some(location.into()), "graph_zone_next")
+    }
+
+    /// A graph step: one event-record node; refused on a backend timed by activities.
+    fn graph_step(
+        &mut self,
+        graph: &B::Graph,
+        dependencies: &[B::GraphNode],
+        end: bool,
+        begin: Option<Location>,
+        call: &'static str,
+    ) -> Result<Option<B::GraphNode>, RecordError> {
         let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
         let refused = B::TIMING == Timing::Activities;
-        self.step(lane, true, Some(location.into()), ADD_NODE, |b, e, _| {
+        self.step(Step { lane, end, begin, call: ADD_NODE }, |b, e, _| {
             if refused {
                 return Err(BackendError::new(ADD_NODE, UNSUPPORTED));
             }
             b.add_graph_record_node(e, graph, dependencies)
         })
-        .map_err(|e| self.unsupported("graph_zone_next", e))
+        .map_err(|e| self.unsupported(call, e))
     }
 
     /// A graph step refused on a backend timed by activities, as its typed error.

@@ -6,7 +6,9 @@
 //! line, by the general step.
 
 use super::{holder, EventList, DROPPED, RELIEFS, SKIPPED};
-use crate::backend::{activity, create_event, guarded, host_now, Backend, Lane, Mark, Placement, Timing};
+use crate::backend::{
+    activity, create_event, guarded, host_now, Backend, BackendError, Lane, Mark, Placement, Timing,
+};
 use crate::launch::{thread_number, Launch};
 use crate::limits::MAX_DEPTH;
 use crate::location::Location;
@@ -17,6 +19,24 @@ use crate::shared::record::{push_record, EventRecord};
 use crate::shared::Inner;
 use crate::slots::pool::AcquireError;
 
+/// The backend call a step makes to record its event (`record_mark` on a stream,
+/// `add_graph_record_node` in a graph), returning what the caller gets back.
+pub(super) trait RecordCall<B: Backend, R>:
+    FnOnce(&B, &B::Event, Mark) -> Result<R, BackendError>
+{
+}
+
+impl<B: Backend, R, F: FnOnce(&B, &B::Event, Mark) -> Result<R, BackendError>> RecordCall<B, R> for F {}
+
+/// What one step does: on `lane`, optionally end the innermost zone (`end`), optionally begin
+/// one at `begin`; `call` names the backend call for a caught panic.
+pub(super) struct Step {
+    pub(super) lane: Lane,
+    pub(super) end: bool,
+    pub(super) begin: Option<Location>,
+    pub(super) call: &'static str,
+}
+
 impl<B: Backend> EventList<B> {
     /// One recording step: optionally end the innermost zone, optionally begin a new one, with
     /// at most one event. Every zone that cannot be recorded is counted as dropped.
@@ -26,16 +46,13 @@ impl<B: Backend> EventList<B> {
     #[inline(always)]
     pub(super) fn step<R>(
         &mut self,
-        lane: Lane,
-        end: bool,
-        begin: Option<Location>,
-        call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::backend::BackendError>,
+        step: Step,
+        record: impl RecordCall<B, R>,
     ) -> Result<Option<R>, RecordError> {
-        if self.is_plain(end, begin.as_ref()) {
-            self.plain_step(lane, end, begin, call, record)
+        if self.is_plain(step.end, step.begin.as_ref()) {
+            self.plain_step(step, record)
         } else {
-            self.any_step(lane, end, begin, call, record)
+            self.any_step(step, record)
         }
     }
 
@@ -83,14 +100,8 @@ impl<B: Backend> EventList<B> {
 
     /// A plain step ([`is_plain`](Self::is_plain)).
     #[inline(always)]
-    fn plain_step<R>(
-        &mut self,
-        lane: Lane,
-        end: bool,
-        begin: Option<Location>,
-        call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::backend::BackendError>,
-    ) -> Result<Option<R>, RecordError> {
+    fn plain_step<R>(&mut self, step: Step, record: impl RecordCall<B, R>) -> Result<Option<R>, RecordError> {
+        let Step { lane, end, begin, call } = step;
         let ended = end.then(|| {
             self.depth -= 1;
             // The slot kept for this end is the one the event below takes.
@@ -140,14 +151,8 @@ impl<B: Backend> EventList<B> {
 
     /// Any step, plain or not, out of line.
     #[inline(never)]
-    fn any_step<R>(
-        &mut self,
-        lane: Lane,
-        end: bool,
-        begin: Option<Location>,
-        call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::backend::BackendError>,
-    ) -> Result<Option<R>, RecordError> {
+    fn any_step<R>(&mut self, step: Step, record: impl RecordCall<B, R>) -> Result<Option<R>, RecordError> {
+        let Step { lane, end, begin, call } = step;
         let ended = if !end {
             None
         } else if self.overflow > 0 {
@@ -264,7 +269,7 @@ impl<B: Backend> EventList<B> {
         begins: Option<Location>,
         launches: bool,
         call: &'static str,
-        record: impl FnOnce(&B, &B::Event, Mark) -> Result<R, crate::backend::BackendError>,
+        record: impl RecordCall<B, R>,
     ) -> Result<(u32, R), RecordError> {
         if self.runs.spare() == 0 {
             self.reserve(1)?;
@@ -364,8 +369,8 @@ fn record_first<B: Backend, T>(
     list_id: u64,
     lane: Lane,
     begins: Option<&Location>,
-    event: impl FnOnce() -> Result<T, crate::backend::BackendError>,
-) -> Result<(LaneSeq, i64, T), crate::backend::BackendError> {
+    event: impl FnOnce() -> Result<T, BackendError>,
+) -> Result<(LaneSeq, i64, T), BackendError> {
     // The holder's start is read before the lane is locked, so that the only call made under
     // the lock is the record.
     let started = host_now(ctx.backend())?;

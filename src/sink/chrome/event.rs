@@ -2,7 +2,7 @@
 //! text of static locations, escaped once per location rather than once per zone. Of
 //! `chrome/` it imports only `format.rs`.
 
-use super::format::{write_int, write_micros, write_str};
+use super::format::{write_field, write_int, write_micros, write_str};
 use crate::location::{Location, SourceLocation};
 use crate::sink::Zone;
 use rustc_hash::FxHashMap;
@@ -97,23 +97,18 @@ pub(super) fn complete_event(out: &mut Vec<u8>, texts: &mut LocationTexts, place
     let (head, tail) = texts.parts(&zone.location);
     out.extend_from_slice(head);
     write_int(out, place.pid);
-    out.extend_from_slice(b",\"tid\":");
-    write_int(out, place.tid);
+    write_field(out, b",\"tid\":", place.tid);
     out.extend_from_slice(b",\"ts\":");
     write_micros(out, place.begin);
     out.extend_from_slice(b",\"dur\":");
     write_micros(out, place.end - place.begin);
     out.extend_from_slice(tail);
     write_int(out, place.list);
-    out.extend_from_slice(b",\"depth\":");
-    write_int(out, zone.depth);
-    out.extend_from_slice(b",\"gpu_begin_ns\":");
-    write_int(out, zone.gpu_begin_ns);
-    out.extend_from_slice(b",\"gpu_end_ns\":");
-    write_int(out, zone.gpu_end_ns);
+    write_field(out, b",\"depth\":", zone.depth);
+    write_field(out, b",\"gpu_begin_ns\":", zone.gpu_begin_ns);
+    write_field(out, b",\"gpu_end_ns\":", zone.gpu_end_ns);
     if let Some(frame) = zone.frame {
-        out.extend_from_slice(b",\"frame\":");
-        write_int(out, frame);
+        write_field(out, b",\"frame\":", frame);
     }
     for (key, value) in zone.location.args() {
         out.push(b',');

@@ -36,6 +36,12 @@ pub(crate) fn write_int(out: &mut Vec<u8>, value: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
+/// Appends `key` (the JSON text before a value: `,"depth":`) and the integer `value`.
+pub(crate) fn write_field(out: &mut Vec<u8>, key: &[u8], value: impl itoa::Integer) {
+    out.extend_from_slice(key);
+    write_int(out, value);
+}
+
 /// Appends `text` as a JSON string (quoted and escaped).
 pub(crate) fn write_str(out: &mut Vec<u8>, text: &str) {
     // Most names and paths need no escaping: copied as they are, without serde_json's
