@@ -396,3 +396,29 @@ impl Backend for CuptiBackend {
         Some(&*self.state)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::activity::ZoneKey;
+
+    #[test]
+    fn links_beyond_the_bound_are_dropped_and_counted() {
+        LINKS_MAX.store(3, Relaxed);
+        let dropped = LINKS_DROPPED.load(Relaxed);
+        let zone = ZoneKey { context: 1, list: 1, position: 0 };
+        for correlation in 0..5 {
+            push_link(Link { correlation, zone: Some(zone), outer: None });
+        }
+        assert_eq!(LINKS_DROPPED.load(Relaxed) - dropped, 2);
+        let mut kept = Vec::new();
+        while let Some(link) = LINKS.pop() {
+            LINKS_LEN.fetch_sub(1, Relaxed);
+            kept.push(link.correlation);
+        }
+        assert_eq!(kept, [0, 1, 2], "the first three, in order");
+        push_link(Link { correlation: 7, zone: Some(zone), outer: None });
+        assert_eq!(LINKS.pop().map(|l| l.correlation), Some(7), "room again once collected");
+        LINKS_LEN.fetch_sub(1, Relaxed);
+    }
+}

@@ -56,7 +56,7 @@ impl RecordQueue {
     /// full.
     pub(super) fn read(&self, tracer: &ActivityTracer, bounded: bool) {
         let mut names = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
-        if bounded && self.pending.load(Relaxed) >= self.max_pending {
+        if bounded && self.full() {
             return;
         }
         let offset = self.offset_ns.load(Relaxed);
@@ -76,6 +76,15 @@ impl RecordQueue {
             *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
         }
         self.incomplete.fetch_add(incomplete, Relaxed);
+        self.queue(batch);
+    }
+
+    /// Whether the records waiting for the collector have reached the bound.
+    fn full(&self) -> bool {
+        self.pending.load(Relaxed) >= self.max_pending
+    }
+
+    fn queue(&self, batch: Vec<Activity>) {
         if !batch.is_empty() {
             self.pending.fetch_add(batch.len(), Relaxed);
             self.batches.push(batch);
@@ -194,5 +203,59 @@ impl Drop for Flusher {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::activity::WorkKind;
+
+    fn work(n: usize) -> Vec<Activity> {
+        let location = Location::Dynamic(Arc::new(DynamicLocation::new("k")));
+        let one =
+            Activity { kind: WorkKind::Kernel, location, lane: 1, correlation: 1, begin_ns: 0, end_ns: 1 };
+        vec![one; n]
+    }
+
+    #[test]
+    fn records_waiting_for_the_collector_are_bounded() {
+        let queue = RecordQueue::new(10, 0);
+        queue.queue(work(6));
+        assert!(!queue.full());
+        queue.queue(work(4));
+        assert!(queue.full(), "10 records wait: the flush thread leaves CUPTI's buffers unread");
+        let mut out = Vec::new();
+        queue.take(&mut out).unwrap();
+        assert_eq!(out.len(), 10, "oldest batch first, all of them");
+        assert!(!queue.full(), "a collect makes room");
+    }
+
+    #[test]
+    fn a_record_on_the_host_clock_is_named_after_its_kernel() {
+        let mut names = Names::default();
+        let record = ActivityRecord {
+            kind: ActivityKind::Kernel,
+            name: Some("_Z7spin_nsy".to_owned()),
+            device_id: 0,
+            context_id: 2,
+            stream_id: 7,
+            correlation_id: 9,
+            graph_id: 0,
+            graph_node_id: 0,
+            start_ns: 1_000_500,
+            end_ns: 1_002_500,
+            external_id: None,
+        };
+        let a = names.activity(record.clone(), 1_000_000);
+        assert_eq!(
+            (a.location.name(), a.lane, a.correlation, a.begin_ns, a.end_ns),
+            ("spin_ns", (2 << 32) | 7, 9, 500, 2_500)
+        );
+        let again = names.activity(record, 1_000_000);
+        assert!(
+            matches!((&a.location, &again.location), (Location::Dynamic(x), Location::Dynamic(y)) if Arc::ptr_eq(x, y)),
+            "one location per kernel name"
+        );
     }
 }

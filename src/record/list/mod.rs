@@ -156,9 +156,37 @@ impl<B: Backend> EventList<B> {
     }
 
     /// The frame this list belongs to: the one current when it was made
-    /// ([`TracingContext::frame`](crate::TracingContext::frame)).
+    /// ([`TracingContext::frame`](crate::TracingContext::frame)), or the one given to
+    /// [`set_frame`](Self::set_frame).
     pub fn frame(&self) -> Option<u64> {
         self.frame
+    }
+
+    /// Puts this list in frame `frame` (`None`: in no frame), whatever frame was current when
+    /// it was made: for a runtime that records a frame's command buffers ahead, or finishes
+    /// one frame's while the next has begun. Its zones carry it ([`Zone::frame`](crate::sink::Zone::frame)).
+    /// Does nothing when recording is compiled out ([`ENABLED`](crate::ENABLED)).
+    ///
+    /// ```
+    /// use gpu_event_pool::{location, sim::SimBackend, sink::memory::MemorySink, TracingContext};
+    /// let sim = SimBackend::manual();
+    /// let stream = sim.stream();
+    /// let zones = MemorySink::new();
+    /// let ctx = TracingContext::builder(sim.clone()).sink(zones.clone()).build()?;
+    /// ctx.frame(8);
+    /// let mut next = ctx.list();
+    /// next.set_frame(Some(9)); // recorded now, for the frame after
+    /// next.zone_begin(&stream, location!("prepare"))?;
+    /// next.zone_end(&stream)?;
+    /// ctx.submit(next)?;
+    /// ctx.flush()?;
+    /// assert_eq!(zones.zones()[0].frame, Some(9));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_frame(&mut self, frame: Option<u64>) {
+        if ENABLED {
+            self.frame = frame;
+        }
     }
 
     /// How many events this list has recorded.
