@@ -4,32 +4,26 @@
 
 use super::demangle::function_name;
 use super::{ActivityKind, ActivityRecord, ActivityTracer, CuptiError};
-use crate::backend::activity::{Activity, WorkKind};
+use crate::backend::activity::{Activity, RecordHandoff, WorkKind};
 use crate::location::{DynamicLocation, Location};
-use crossbeam_queue::SegQueue;
 use cudarc::cupti::result::activity;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Records read out of CUPTI's buffers, waiting for the collector: reading them at once gives
-/// the buffers back to the pool, however long the collector takes. Bounded: past
-/// `max_pending` records waiting, the flush thread leaves CUPTI's completed buffers where they
-/// are (CUPTI then runs out of free ones and refuses requests, counted in
-/// `ActivityLosses::buffers_refused`), so memory does not grow while nobody collects.
+/// the buffers back to the pool, however long the collector takes. Bounded
+/// (`RecordHandoff`): past `max_pending` records waiting, the flush thread leaves CUPTI's
+/// completed buffers where they are (CUPTI then runs out of free ones and refuses requests,
+/// counted in `ActivityLosses::buffers_refused`), so memory does not grow while nobody
+/// collects. A collector's read waits for one the flush thread is in the middle of.
 pub(super) struct RecordQueue {
-    batches: SegQueue<Vec<Activity>>,
-    /// Records in `batches`.
-    pending: AtomicUsize,
-    max_pending: usize,
+    /// The records, and the kernel names seen (kept from read to read).
+    handoff: RecordHandoff<Activity, Names>,
     /// Records delivered without times (work not finished at a forced flush).
     incomplete: AtomicU64,
     /// A failed read, for the next collector's read to return.
     error: Mutex<Option<CuptiError>>,
-    /// Held through a read (with the kernel names seen), so that a collector's read waits for
-    /// one the flush thread is in the middle of, and its batch, taken from the pool before, is
-    /// queued when the collector looks (a flush after synchronizing then has every record).
-    reading: Mutex<Names>,
     /// What to subtract from CUPTI's times to put them on the host clock.
     offset_ns: AtomicI64,
 }
@@ -37,12 +31,9 @@ pub(super) struct RecordQueue {
 impl RecordQueue {
     pub(super) fn new(max_pending: usize, offset_ns: i64) -> Self {
         Self {
-            batches: SegQueue::new(),
-            pending: AtomicUsize::new(0),
-            max_pending,
+            handoff: RecordHandoff::new(max_pending, Names::default()),
             incomplete: AtomicU64::new(0),
             error: Mutex::new(None),
-            reading: Mutex::new(Names::default()),
             offset_ns: AtomicI64::new(offset_ns),
         }
     }
@@ -55,13 +46,11 @@ impl RecordQueue {
     /// Reads every buffer CUPTI completed into one batch, unless `bounded` and the queue is
     /// full.
     pub(super) fn read(&self, tracer: &ActivityTracer, bounded: bool) {
-        let mut names = self.reading.lock().unwrap_or_else(PoisonError::into_inner);
-        if bounded && self.full() {
-            return;
-        }
+        let Some(mut reading) = self.handoff.begin_read(bounded) else { return };
         let offset = self.offset_ns.load(Relaxed);
         let mut batch = Vec::new();
         let mut incomplete = 0;
+        let names = reading.state();
         let read = tracer.drain(|r| {
             if r.kind == ActivityKind::ExternalCorrelation {
                 return;
@@ -76,28 +65,13 @@ impl RecordQueue {
             *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
         }
         self.incomplete.fetch_add(incomplete, Relaxed);
-        self.queue(batch);
-    }
-
-    /// Whether the records waiting for the collector have reached the bound.
-    fn full(&self) -> bool {
-        self.pending.load(Relaxed) >= self.max_pending
-    }
-
-    fn queue(&self, batch: Vec<Activity>) {
-        if !batch.is_empty() {
-            self.pending.fetch_add(batch.len(), Relaxed);
-            self.batches.push(batch);
-        }
+        reading.queue(batch);
     }
 
     /// Moves every queued record to `out`, oldest batch first; a failed read since the last
     /// call is returned.
     pub(super) fn take(&self, out: &mut Vec<Activity>) -> Result<(), CuptiError> {
-        while let Some(mut batch) = self.batches.pop() {
-            self.pending.fetch_sub(batch.len(), Relaxed);
-            out.append(&mut batch);
-        }
+        self.handoff.take(out);
         match self.error.lock().unwrap_or_else(PoisonError::into_inner).take() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -221,14 +195,14 @@ mod tests {
     #[test]
     fn records_waiting_for_the_collector_are_bounded() {
         let queue = RecordQueue::new(10, 0);
-        queue.queue(work(6));
-        assert!(!queue.full());
-        queue.queue(work(4));
-        assert!(queue.full(), "10 records wait: the flush thread leaves CUPTI's buffers unread");
+        queue.handoff.begin_read(true).unwrap().queue(work(6));
+        queue.handoff.begin_read(true).unwrap().queue(work(4));
+        assert!(queue.handoff.begin_read(true).is_none(), "10 records wait: CUPTI's buffers stay unread");
+        assert!(queue.handoff.begin_read(false).is_some(), "a collector's own read is not bounded");
         let mut out = Vec::new();
         queue.take(&mut out).unwrap();
         assert_eq!(out.len(), 10, "oldest batch first, all of them");
-        assert!(!queue.full(), "a collect makes room");
+        assert!(queue.handoff.begin_read(true).is_some(), "a collect makes room");
     }
 
     #[test]

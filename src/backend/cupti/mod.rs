@@ -57,11 +57,12 @@ mod record;
 pub use backend::{host_now_ns, ClockSource, CuptiBackend, CuptiConfig};
 pub use record::{ActivityKind, ActivityRecord};
 
+use crate::backend::activity::CallbackGate;
 use buffers::BufferPool;
 use cudarc::cupti::result::{self as cupti, activity};
 use cudarc::cupti::sys;
 use cudarc::driver::CudaStream;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Why CUPTI could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,12 +159,10 @@ struct Shared {
     dropped: AtomicU64,
 }
 
-/// The running tracer's `Shared`, null when none runs. CUPTI's callbacks carry no user
-/// pointer, so this is how they find it.
-static ACTIVE: AtomicPtr<Shared> = AtomicPtr::new(std::ptr::null_mut());
-/// Callbacks between reading `ACTIVE` and done with what it pointed to: `Drop` waits for 0
-/// after clearing `ACTIVE` before freeing.
-static IN_CALLBACK: AtomicUsize = AtomicUsize::new(0);
+/// The running tracer's `Shared`, closed when none runs. CUPTI's buffer callbacks carry no
+/// user pointer, so this is how they find it; the tracer's drop closes it and waits for the
+/// callbacks inside before freeing.
+static ACTIVE: CallbackGate<Shared> = CallbackGate::new();
 /// Set from `start` until the tracer is dropped (or `start` fails).
 static STARTED: AtomicBool = AtomicBool::new(false);
 
@@ -230,7 +229,9 @@ impl ActivityTracer {
         unsafe { cupti::subscribe(&mut subscriber, on_launch, std::ptr::null_mut()) }
             .map_err(call("cuptiSubscribe"))?;
         let shared = Box::into_raw(Box::new(Shared { pool, dropped: AtomicU64::new(0) }));
-        ACTIVE.store(shared, Ordering::SeqCst);
+        // Safety: `shared` lives until `drop` has closed the gate (which waits for the
+        // callbacks inside) and freed it.
+        unsafe { ACTIVE.open(shared) };
         let tracer = Self { shared, subscriber };
         // From here `tracer`'s drop undoes whatever was done, `STARTED` included.
         started.0 = false;
@@ -289,14 +290,12 @@ impl Drop for ActivityTracer {
             let _ = activity::disable(kind);
         }
         let _ = activity::flush_all(FLUSH_FORCED);
-        ACTIVE.store(std::ptr::null_mut(), Ordering::SeqCst);
-        while IN_CALLBACK.load(Ordering::SeqCst) != 0 {
-            std::hint::spin_loop();
-        }
+        // No callback reaches `shared` once this returns.
+        ACTIVE.close();
         // Safety: the handle came from `cuptiSubscribe` in `start`.
         let _ = unsafe { cupti::unsubscribe(self.subscriber) };
-        // Safety: from `Box::into_raw` in `start`; no callback can reach it any more (`ACTIVE`
-        // is null and none is in flight), and `&self` borrows ended with `drop`. The pool's
+        // Safety: from `Box::into_raw` in `start`; no callback can reach it any more (the gate
+        // is closed and none is inside), and `&self` borrows ended with `drop`. The pool's
         // own drop frees the buffers only when CUPTI gave them all back, else leaks them.
         drop(unsafe { Box::from_raw(self.shared) });
         STARTED.store(false, Ordering::Release);
@@ -403,31 +402,9 @@ fn for_each_record(
     }
 }
 
-/// Holds `IN_CALLBACK` raised while a callback uses `ACTIVE`'s target.
-struct InCallback;
-
-impl InCallback {
-    fn enter() -> Self {
-        IN_CALLBACK.fetch_add(1, Ordering::SeqCst);
-        Self
-    }
-}
-
-impl Drop for InCallback {
-    fn drop(&mut self) {
-        IN_CALLBACK.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// CUPTI asks for a buffer: a free one of the pool, or none (CUPTI then drops records).
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
-    let _in = InCallback::enter();
-    // SeqCst, paired with `Drop`'s store and wait: either this sees null, or `Drop` sees the
-    // raised `IN_CALLBACK` and waits.
-    let shared = ACTIVE.load(Ordering::SeqCst);
-    // Safety: non-null `ACTIVE` points at a live `Shared` until `Drop` has seen `IN_CALLBACK`
-    // at 0, which it cannot while `_in` lives.
-    let taken = unsafe { shared.as_ref() }.and_then(|s| s.pool.take().map(|b| (b, s.pool.buffer_size())));
+    let taken = ACTIVE.with(|shared| shared.and_then(|s| s.pool.take().map(|b| (b, s.pool.buffer_size()))));
     let (start, bytes) = match taken {
         Some((b, bytes)) => (b.as_ptr(), bytes),
         None => (std::ptr::null_mut(), 0),
@@ -448,12 +425,25 @@ unsafe extern "C" fn buffer_completed(
     _size: usize,
     valid_bytes: usize,
 ) {
-    let _in = InCallback::enter();
-    let shared = ACTIVE.load(Ordering::SeqCst);
-    // Safety: as in `buffer_requested`.
-    let Some(shared) = (unsafe { shared.as_ref() }) else {
-        return;
-    };
+    ACTIVE.with(|shared| {
+        if let Some(shared) = shared {
+            // Safety: CUPTI's own context and stream id for this buffer.
+            unsafe { completed(shared, context, stream_id, buffer, valid_bytes) }
+        }
+    });
+}
+
+/// A completed buffer: queued for `drain`, and what CUPTI dropped counted.
+///
+/// # Safety
+/// `context` (possibly null) and `stream_id` are what CUPTI passed with `buffer`.
+unsafe fn completed(
+    shared: &Shared,
+    context: cudarc::driver::sys::CUcontext,
+    stream_id: u32,
+    buffer: *mut u8,
+    valid_bytes: usize,
+) {
     let mut dropped = 0;
     // Safety: the context (possibly null) and stream id are the ones CUPTI passed for this
     // buffer; `dropped` is a valid out-pointer.

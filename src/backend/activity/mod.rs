@@ -11,6 +11,12 @@
 //! ([`Link`]). The collector reads the backend's [`ActivitySource`]: the work records and the
 //! links, and makes zones of them in each stream's GPU order (`collect/activity/`).
 
+mod gate;
+mod handoff;
+
+pub use gate::CallbackGate;
+pub use handoff::{Reading, RecordHandoff};
+
 use super::BackendError;
 use crate::location::Location;
 use std::cell::RefCell;
