@@ -74,6 +74,10 @@ if nightly_with miri rust-src; then
     timed "Miri" 2700 env MIRIFLAGS="-Zmiri-disable-isolation" \
         cargo +nightly miri test --lib --tests
 
+    step "Miri: the CUPTI source's logic without a GPU (feature cupti: buffers, records, the record hand-off, the link bound)"
+    timed "Miri, CUPTI" 900 env MIRIFLAGS="-Zmiri-disable-isolation" \
+        cargo +nightly miri test --features cupti --lib cupti
+
     step "Miri, many seeds: the collect/flush hand-off (tests/handoff.rs), one interleaving and one choice of stale loads per seed"
     # Fixed seeds, so a failure reproduces (`-Zmiri-seed=N` reruns one). About 80 s on 2 cores.
     timed "Miri hand-off, seeds 0..64" 600 env MIRIFLAGS="-Zmiri-many-seeds=0..64" \
@@ -86,6 +90,11 @@ if nightly_with miri rust-src; then
     timed "ThreadSanitizer" 1200 env RUSTFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR="$TARGET/tsan" \
         GPU_EVENT_POOL_QUICK_TESTS=1 TSAN_OPTIONS=allocator_may_return_null=1 \
         cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu --lib --tests
+
+    step "ThreadSanitizer: the CUPTI source's logic (feature cupti, its unit tests)"
+    timed "ThreadSanitizer, CUPTI" 900 env RUSTFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR="$TARGET/tsan" \
+        TSAN_OPTIONS=allocator_may_return_null=1 \
+        cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu --features cupti --lib cupti
 else
     banner "MIRI AND THREADSANITIZER WERE NOT RUN" \
         "rustup could not provide nightly with miri and rust-src on this machine." \

@@ -154,6 +154,22 @@ pub enum Error {
         /// How long it had held the lane.
         held_for: std::time::Duration,
     },
+    /// `flush` was called from a sink of the same context (or the context's last handle was
+    /// dropped there): the collect that calls the sink holds the context's emitter, so the
+    /// flush would wait for itself. Nothing was done; flush after the collect returns.
+    #[error("flush called from a sink of its own context, inside the collect that holds its emitter: it would wait for itself")]
+    FlushFromSink,
+    /// Collection in the background (the context's collector thread, a `CollectorThread`,
+    /// or a recording thread collecting when the pool was exhausted) failed since the last
+    /// `flush`: the first failure, and how many more there were. Each also went to the error
+    /// handler when it happened ([`Builder::on_error`](crate::Builder::on_error)).
+    #[error("background collection failed since the last flush: {first}{}", if *.more > 0 { format!(" (and {} more)", .more) } else { String::new() })]
+    Background {
+        /// The first failure.
+        first: Box<Error>,
+        /// How many failed after it.
+        more: usize,
+    },
     /// A list began on a stream before the list before it there had ended on the GPU: the
     /// two were recorded on the stream at once, so their events interleave and each list's
     /// zones may take in the other's work. One list records on a stream at a time. Nothing is

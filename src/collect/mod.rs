@@ -86,9 +86,15 @@ const ROUND_COUNT: u64 = LAST_ROUND - 1;
 const ROUNDS: u32 = if cfg!(gpu_event_pool_loom) { 2 } else { 4 };
 
 crate::sync::const_thread_local! {
-    /// Emitters this thread holds now: a sink that calls `collect` never waits for the last
-    /// round of its own caller.
-    static HOLDING: std::cell::Cell<u32> = std::cell::Cell::new(0);
+    /// The emitters this thread holds now (their addresses): a sink that calls `collect`
+    /// never waits for the last round of its own caller, and one that calls `flush` on its
+    /// own context gets an error instead of waiting for itself.
+    static HOLDING: std::cell::RefCell<Vec<usize>> = std::cell::RefCell::new(Vec::new());
+}
+
+/// Whether this thread holds an emitter now.
+fn holding_any() -> bool {
+    HOLDING.with(|held| !held.borrow().is_empty())
 }
 
 /// Which emit phase: a `collect`'s, a `flush`'s (an activity source is read until the lists
@@ -162,15 +168,16 @@ pub(crate) struct Collector<B: Backend> {
 struct Held<'a, B: Backend>(MutexGuard<'a, Emitter<B>>);
 
 impl<'a, B: Backend> Held<'a, B> {
-    fn new(guard: MutexGuard<'a, Emitter<B>>) -> Self {
-        HOLDING.with(|holding| holding.set(holding.get() + 1));
+    /// The emitter of the collector at `owner` (its address), held by this thread.
+    fn new(owner: usize, guard: MutexGuard<'a, Emitter<B>>) -> Self {
+        HOLDING.with(|held| held.borrow_mut().push(owner));
         Self(guard)
     }
 }
 
 impl<B: Backend> Drop for Held<'_, B> {
     fn drop(&mut self) {
-        HOLDING.with(|holding| holding.set(holding.get() - 1));
+        HOLDING.with(|held| held.borrow_mut().pop());
     }
 }
 
@@ -308,7 +315,7 @@ impl<B: Backend> Collector<B> {
             // pushed; one begun before it, if it is the holder's last, may not have.
             let seen = (rounds == 0 && hand_over).then(|| self.handover.load(Ordering::SeqCst));
             let mut emitter = match (try_lock(&self.emitter), seen) {
-                (Some(emitter), _) => Held::new(emitter),
+                (Some(emitter), _) => Held::new(self.address(), emitter),
                 (None, Some(seen)) => match self.take_over_from_last_round(seen) {
                     Some(emitter) => emitter,
                     None => break,
@@ -357,18 +364,28 @@ impl<B: Backend> Collector<B> {
     /// them): at most the rest of one round. Never on a thread that holds an emitter (a sink
     /// calling `collect`): that would wait for itself.
     fn take_over_from_last_round(&self, seen: u64) -> Option<Held<'_, B>> {
-        if seen & LAST_ROUND == 0 || HOLDING.with(|holding| holding.get()) > 0 {
+        if seen & LAST_ROUND == 0 || holding_any() {
             return None;
         }
         loop {
             spin_wait();
             if let Some(emitter) = try_lock(&self.emitter) {
-                return Some(Held::new(emitter));
+                return Some(Held::new(self.address(), emitter));
             }
             if self.flush_waiting() || self.handover.load(Ordering::SeqCst) != seen {
                 return None;
             }
         }
+    }
+
+    /// This collector's address: what `HOLDING` records for its emitter.
+    fn address(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Whether this thread holds this collector's emitter (a sink calling back into it).
+    fn held_here(&self) -> bool {
+        HOLDING.with(|held| held.borrow().contains(&self.address()))
     }
 
     /// Whether a flush waits for the emitter. SeqCst; a stale answer either way is safe
@@ -409,11 +426,17 @@ impl<B: Backend> Collector<B> {
     pub(crate) fn flush(&self, force: bool) -> Result<CollectReport, CollectError> {
         let inner = &*self.inner;
         let mut report = CollectReport::default();
+        if self.held_here() {
+            // A sink of this context, inside the collect that holds the emitter: waiting for
+            // the emitter would wait for itself.
+            report.errors = 1;
+            return Err(CollectError { error: Error::FlushFromSink, report });
+        }
         let mut error = None;
         // SeqCst RMWs: see `read`.
         self.state.fetch_add(FLUSH_WAITER, Ordering::SeqCst);
         let waiting = Waiting(&self.state);
-        let mut emitter = Held::new(lock(&self.emitter));
+        let mut emitter = Held::new(self.address(), lock(&self.emitter));
         // One RMW: no longer waiting, and keeping new readers out.
         let _ = self
             .state
@@ -476,7 +499,12 @@ impl<B: Backend> Collector<B> {
     /// context (a collector thread's collect then finds no sink).
     pub(crate) fn finish(&self) -> Result<CollectReport, CollectError> {
         let flushed = self.flush(true);
-        let finished = Held::new(lock(&self.emitter)).delivery.finish(&self.inner);
+        if self.held_here() {
+            // The last handle dropped by a sink: the sinks are being called; the emitter's
+            // holder finishes nothing it is in the middle of (its own drop does).
+            return flushed;
+        }
+        let finished = Held::new(self.address(), lock(&self.emitter)).delivery.finish(&self.inner);
         match (flushed, finished) {
             (flushed, None) => flushed,
             (Ok(mut report), Some(error)) => {

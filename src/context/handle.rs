@@ -31,6 +31,16 @@ pub(crate) struct Handles<B: Backend> {
     /// The context's own collector thread (`Config::collect_every`).
     background: std::sync::Mutex<Option<Background>>,
     on_error: ErrorHandler,
+    /// Failures of background collection since the last `flush`, which returns them.
+    missed: std::sync::Mutex<Missed>,
+}
+
+/// The first failure of background collection since the last `flush`, and how many came
+/// after it.
+#[derive(Default)]
+struct Missed {
+    first: Option<Error>,
+    more: usize,
 }
 
 impl<B: Backend> Handles<B> {
@@ -45,7 +55,24 @@ impl<B: Backend> Handles<B> {
     pub(crate) fn collect_reporting(&self, handler: Option<&ErrorHandler>) {
         if let Err(error) = self.collector.collect() {
             self.report(handler, &error);
+            self.keep_for_flush(error.error);
         }
+    }
+
+    /// Keeps a failure of background collection for the next `flush` to return.
+    fn keep_for_flush(&self, error: Error) {
+        let mut missed = crate::sync::lock_std(&self.missed);
+        if missed.first.is_none() {
+            missed.first = Some(error);
+        } else {
+            missed.more += 1;
+        }
+    }
+
+    /// What background collection missed since the last call, as one error.
+    fn take_missed(&self) -> Option<Error> {
+        let missed = std::mem::take(&mut *crate::sync::lock_std(&self.missed));
+        missed.first.map(|first| Error::Background { first: Box::new(first), more: missed.more })
     }
 
     /// Hands a failure no caller can be told of to `handler`, or to the context's own. The
@@ -169,6 +196,7 @@ impl<B: Backend> TracingContext<B> {
             count: AtomicUsize::new(1),
             background: std::sync::Mutex::new(None),
             on_error,
+            missed: std::sync::Mutex::new(Missed::default()),
         };
         let ctx = TracingContext { shared: Arc::new(shared) };
         ctx.install_relief();
@@ -369,8 +397,21 @@ impl<B: Backend> TracingContext<B> {
     /// while it runs are not waited for: a producer that keeps submitting and collecting
     /// cannot keep it running. A list whose lane has an earlier list still being recorded
     /// (not submitted) stays pending, in order, and is counted in `pending_lists`.
+    ///
+    /// It also returns what went wrong in the background since the last flush (the context's
+    /// collector thread, a [`CollectorThread`](crate::CollectorThread), a recording thread
+    /// collecting for an exhausted pool) as [`Error::Background`](crate::Error::Background),
+    /// when the flush itself did not fail: a failure there reaches the application even with
+    /// no error handler and no `log` backend installed. Called from a sink of this context
+    /// (inside the collect that calls it), it returns
+    /// [`Error::FlushFromSink`](crate::Error::FlushFromSink) at once instead of waiting for
+    /// itself.
     pub fn flush(&self) -> Result<CollectReport, CollectError> {
-        self.shared.collector.flush(false)
+        let report = self.shared.collector.flush(false)?;
+        match self.shared.take_missed() {
+            None => Ok(report),
+            Some(error) => Err(CollectError { error, report }),
+        }
     }
 
     /// The context, held weakly (`CollectorThread`).
@@ -409,9 +450,12 @@ impl<B: Backend> TracingContext<B> {
                     Ok(Collected::Done(report)) => report.lists > 0,
                     Err(e) => {
                         // Reported as background collection reports (`Builder::on_error`; a
-                        // panicking handler caught, counted and logged once).
+                        // panicking handler caught, counted and logged once), and kept for
+                        // the next flush.
                         handles.report(None, &e);
-                        e.report.lists > 0
+                        let collected = e.report.lists > 0;
+                        handles.keep_for_flush(e.error);
+                        collected
                     }
                     Ok(Collected::Busy) => {
                         // Another thread is emitting: its lists' slots come back soon.

@@ -189,6 +189,10 @@ mod tests {
         assert_eq!(pool.next_filled().unwrap().buffer, a);
         assert!(pool.next_filled().is_none());
         assert_eq!(pool.refused(), 0);
+        // Every buffer back: the pool frees them all when dropped.
+        pool.give_back(a);
+        pool.give_back(b);
+        assert!(pool.all_returned());
     }
 
     #[test]
@@ -198,6 +202,9 @@ mod tests {
         assert!(!pool.complete(other.as_mut_ptr(), 8));
         let a = pool.take().unwrap();
         pool.complete(a.as_ptr(), 1 << 20);
-        assert_eq!(pool.next_filled().unwrap().valid_bytes, 64);
+        let filled = pool.next_filled().unwrap();
+        assert_eq!(filled.valid_bytes, 64);
+        pool.give_back(filled.buffer);
+        assert!(pool.all_returned());
     }
 }
