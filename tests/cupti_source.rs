@@ -334,6 +334,10 @@ fn records_lost_under_a_tiny_buffer_are_counted() {
 fn a_second_backend_gets_a_clear_error() {
     let Some(gpu) = gpu("a_second_backend_gets_a_clear_error") else { return };
     let first = CuptiBackend::with_config(gpu.cuda.clone(), CuptiConfig::default()).unwrap();
+    let ctx = TracingContext::builder(first.clone()).build().unwrap();
+    let split = TracingContext::builder(first.clone()).build().unwrap_err();
+    assert!(split.to_string().contains("a second context on one CuptiBackend"), "{split}");
+    drop(ctx);
     let second = CuptiBackend::with_config(gpu.cuda.clone(), CuptiConfig::default()).unwrap_err();
     assert_eq!(second, CuptiError::AlreadyStarted);
     assert!(second.to_string().contains("already running"), "{second}");

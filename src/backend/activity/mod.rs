@@ -139,6 +139,12 @@ pub trait ActivitySource: Send + Sync {
     fn read(&self, force: bool, out: &mut ActivityBatch) -> Result<(), BackendError>;
     /// What was lost so far.
     fn losses(&self) -> ActivityLosses;
+    /// Called when a context is built on this source. A source whose records would be split
+    /// between contexts (CUPTI's, which reads the process's records once) refuses a second
+    /// one with an error that says so. Default: any number.
+    fn attach(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
 }
 
 /// The event methods of a backend timed by activity records, inside its `impl Backend`: it

@@ -171,8 +171,9 @@ impl Default for CuptiConfig {
 /// in place of a [`CudaBackend`]: streams are the same `Arc<CudaStream>`, and the same lists,
 /// guards, frames and sinks work unchanged.
 ///
-/// CUPTI's activity state is process-wide: one at a time ([`CuptiError::AlreadyStarted`]).
-/// Cheap to clone: clones share the tracer.
+/// CUPTI's activity state is process-wide: one at a time ([`CuptiError::AlreadyStarted`]),
+/// feeding one context (a second context built on it, or on a clone, fails: the records would
+/// be split between them). Cheap to clone: clones share the tracer.
 ///
 /// ```no_run
 /// use gpu_event_pool::backend::cupti::CuptiBackend;
@@ -205,6 +206,8 @@ pub struct CuptiBackend {
 struct CuptiState {
     /// The thread that asks CUPTI for its complete buffers every period (stopped first).
     flusher: Flusher,
+    /// Whether a context reads this backend's records (one may: `attach`).
+    attached: std::sync::atomic::AtomicBool,
     queue: Arc<RecordQueue>,
     tracer: Arc<ActivityTracer>,
     clock: ClockSource,
@@ -262,6 +265,7 @@ impl CuptiBackend {
         let queue = Arc::new(RecordQueue::new(config.max_pending_records, CALLBACK_BIAS_NS));
         let state = CuptiState {
             flusher: Flusher::start(config.flush_period, &tracer, &queue),
+            attached: std::sync::atomic::AtomicBool::new(false),
             queue,
             tracer,
             clock,
@@ -325,6 +329,16 @@ impl ActivitySource for CuptiState {
         while let Some(link) = LINKS.pop() {
             LINKS_LEN.fetch_sub(1, Relaxed);
             out.links.push(link);
+        }
+        Ok(())
+    }
+
+    fn attach(&self) -> Result<(), BackendError> {
+        if self.attached.swap(true, Relaxed) {
+            return Err(BackendError::new(
+                "CuptiBackend",
+                "a second context on one CuptiBackend: its records would be split between them; build one context",
+            ));
         }
         Ok(())
     }

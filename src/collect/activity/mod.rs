@@ -38,12 +38,13 @@ impl ActivityOrder {
     /// are told about the context: GPU time 0 is the host time now (a zone's GPU and host
     /// times differ by that constant: the source's times are host times).
     pub(crate) fn new<B: Backend>(backend: &B, id: u32, name: &str) -> Result<(Self, ContextInfo), Error> {
-        if backend.activity_source().is_none() {
+        let Some(source) = backend.activity_source() else {
             return Err(Error::Backend(BackendError::new(
                 "Backend::activity_source",
                 "a backend timed by activities (TIMING) gave no activity source",
             )));
-        }
+        };
+        guarded("ActivitySource::attach", || source.attach())?;
         let now = host_now(backend)?;
         let info = context_info(backend, id, name, Calibration { gpu_ns: 0, host_ns: now });
         let order =
