@@ -270,3 +270,11 @@ fn frames_and_dropped_lists_count_as_on_every_source() {
     let stats = ctx.stats();
     assert_eq!((stats.lists_submitted, stats.lists_collected, stats.in_use), (3, 3, 0), "{stats:?}");
 }
+
+#[test]
+fn a_source_feeds_one_context() {
+    let gpu = SimActivities::new(SimBackend::manual());
+    let (_ctx, _memory) = context(&gpu);
+    let error = TracingContext::builder(gpu.clone()).build().unwrap_err();
+    assert!(matches!(&error, Error::Backend(e) if e.code.contains("a second context")), "{error}");
+}

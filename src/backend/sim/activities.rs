@@ -60,6 +60,8 @@ struct SimSource {
     held: Mutex<Vec<Activity>>,
     dropped: AtomicU64,
     incomplete: AtomicU64,
+    /// Whether a context reads these records (one may, as with CUPTI).
+    attached: std::sync::atomic::AtomicBool,
 }
 
 impl SimActivities {
@@ -75,6 +77,7 @@ impl SimActivities {
             held: Mutex::new(Vec::new()),
             dropped: AtomicU64::new(0),
             incomplete: AtomicU64::new(0),
+            attached: std::sync::atomic::AtomicBool::new(false),
         };
         Self { sim, source: Arc::new(source) }
     }
@@ -177,6 +180,16 @@ impl ActivitySource for SimSource {
             out.activities.append(&mut lock(&self.held));
         }
         out.links.append(&mut lock(&self.links));
+        Ok(())
+    }
+
+    fn attach(&self) -> Result<(), BackendError> {
+        if self.attached.swap(true, Ordering::Relaxed) {
+            return Err(BackendError::new(
+                "SimActivities",
+                "a second context on one source: build one context",
+            ));
+        }
         Ok(())
     }
 
