@@ -43,7 +43,7 @@ pub(crate) struct EventRecord {
 /// beginning one at `begins` or not), written field by field in place. `Vec::push` built the
 /// 40-byte record on the stack with 4- and 1-byte stores and copied it with 8- and 16-byte
 /// loads, which the CPU cannot forward from the smaller stores: a stall of some 12 cycles per
-/// event, the hottest instruction of `zone_next` on lavapipe (issue 27), and LLVM keeps the
+/// event, the hottest instruction of `zone_next` on lavapipe (a perf profile), and LLVM keeps the
 /// stack copy for a whole record written through `MaybeUninit::write` too.
 #[inline(always)]
 pub(crate) fn push_record(

@@ -169,7 +169,7 @@ impl Window {
         // The newest `tree_frames` keep their zones: this one if it is among them, and the
         // frame it pushed out of them lets go of its own, handing this one its buffer: a
         // fresh one grew by reallocation and faulted its pages in, zone by zone (a third of
-        // this sink's time in the emitter in issue 27's demo profile).
+        // this sink's time in the emitter in the demo's profile).
         let len = self.frames.len();
         let first_kept = len.saturating_sub(self.limits.tree_frames);
         if at >= first_kept {
