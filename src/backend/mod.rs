@@ -9,6 +9,7 @@
 //! - `cuda`: CUDA through `cudarc` (feature `cuda`).
 //! - `cupti`: CUPTI activity records of kernels, copies and memsets (feature `cupti`).
 //! - `vulkan`: Vulkan timestamp queries through `ash` (feature `vulkan`).
+//! - `wgpu`: wgpu timestamp queries (feature `wgpu`).
 
 #[cfg(feature = "cuda")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]
@@ -17,9 +18,14 @@ pub mod cuda;
 #[cfg_attr(docsrs, doc(cfg(feature = "cupti")))]
 pub mod cupti;
 pub mod sim;
+#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+mod ticks;
 #[cfg(feature = "vulkan")]
 #[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 pub mod vulkan;
+#[cfg(feature = "wgpu")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
+pub mod wgpu;
 
 /// A failure reported by the GPU backend, with the call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -9,11 +9,15 @@ mod builder;
 #[cfg(not(gpu_event_pool_loom))]
 mod collector_thread;
 mod handle;
+#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+mod queue_submit;
 mod stats;
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests;
 #[cfg(feature = "vulkan")]
 mod vulkan;
+#[cfg(feature = "wgpu")]
+mod wgpu;
 
 #[cfg(feature = "cupti")]
 pub(crate) use builder::next_context_id;
@@ -21,6 +25,8 @@ pub use builder::Builder;
 #[cfg(not(gpu_event_pool_loom))]
 pub use collector_thread::CollectorThread;
 pub use handle::TracingContext;
+#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+pub use queue_submit::QueueSubmitError;
 pub use stats::Stats;
-#[cfg(feature = "vulkan")]
-pub use vulkan::QueueSubmitError;
+#[cfg(feature = "wgpu")]
+pub use wgpu::{PassScope, WgpuScope};
