@@ -139,9 +139,20 @@ impl<'a> WgpuScope<'a> {
         self.list.render_pass(self.encoder, location, descriptor)
     }
 
-    /// The wgpu encoder, for the application's own commands ([`WgpuEncoder::encoder`]).
-    pub fn encoder(&self) -> Result<RefMut<'_, wgpu::CommandEncoder>, BackendError> {
+    /// The wgpu encoder, for the application's own commands ([`WgpuEncoder::encoder`]; fails
+    /// inside a pass).
+    pub fn encoder(&mut self) -> Result<RefMut<'_, wgpu::CommandEncoder>, BackendError> {
         self.encoder.encoder()
+    }
+
+    /// The compute pass the zone is in (fails outside one).
+    pub fn compute(&mut self) -> Result<RefMut<'_, wgpu::ComputePass<'static>>, BackendError> {
+        compute_pass_of(self.encoder)
+    }
+
+    /// The render pass the zone is in (fails outside one).
+    pub fn render(&mut self) -> Result<RefMut<'_, wgpu::RenderPass<'static>>, BackendError> {
+        render_pass_of(self.encoder)
     }
 
     /// Why the zone's begin was not recorded (dropped and counted), if it was not.
@@ -221,22 +232,12 @@ impl<'a> PassScope<'a> {
 
     /// The compute pass (fails for a render pass's scope, or when no pass could be opened).
     pub fn compute(&mut self) -> Result<RefMut<'_, wgpu::ComputePass<'static>>, BackendError> {
-        let pass = self.encoder.pass().ok_or_else(no_pass)?;
-        RefMut::filter_map(pass, |p| match p {
-            OpenPass::Compute(p) => Some(p),
-            OpenPass::Render(_) => None,
-        })
-        .map_err(|_| no_pass())
+        compute_pass_of(self.encoder)
     }
 
     /// The render pass (fails for a compute pass's scope, or when no pass could be opened).
     pub fn render(&mut self) -> Result<RefMut<'_, wgpu::RenderPass<'static>>, BackendError> {
-        let pass = self.encoder.pass().ok_or_else(no_pass)?;
-        RefMut::filter_map(pass, |p| match p {
-            OpenPass::Render(p) => Some(p),
-            OpenPass::Compute(_) => None,
-        })
-        .map_err(|_| no_pass())
+        render_pass_of(self.encoder)
     }
 
     /// A zone inside the pass.
@@ -274,6 +275,26 @@ impl Drop for PassScope<'_> {
     }
 }
 
+/// `encoder`'s open compute pass.
+fn compute_pass_of(encoder: &WgpuEncoder) -> Result<RefMut<'_, wgpu::ComputePass<'static>>, BackendError> {
+    let pass = encoder.pass().ok_or_else(no_pass)?;
+    RefMut::filter_map(pass, |p| match p {
+        OpenPass::Compute(p) => Some(p),
+        OpenPass::Render(_) => None,
+    })
+    .map_err(|_| no_pass())
+}
+
+/// `encoder`'s open render pass.
+fn render_pass_of(encoder: &WgpuEncoder) -> Result<RefMut<'_, wgpu::RenderPass<'static>>, BackendError> {
+    let pass = encoder.pass().ok_or_else(no_pass)?;
+    RefMut::filter_map(pass, |p| match p {
+        OpenPass::Render(p) => Some(p),
+        OpenPass::Compute(_) => None,
+    })
+    .map_err(|_| no_pass())
+}
+
 fn no_pass() -> BackendError {
-    BackendError::new("PassScope", NO_PASS)
+    BackendError::new("wgpu pass", NO_PASS)
 }

@@ -16,6 +16,8 @@ const CALL: &str = "wgpu timestamp";
 /// A pass opened through the encoder (by `EventList::compute_pass` or `render_pass`): zones
 /// recorded while it is open write their timestamps inside it.
 #[derive(Debug)]
+// Both are large; at most one is open per encoder, so neither is boxed.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum OpenPass {
     Compute(wgpu::ComputePass<'static>),
     Render(wgpu::RenderPass<'static>),
