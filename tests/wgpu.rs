@@ -397,3 +397,41 @@ fn debug_groups_are_off_unless_asked_for() {
     assert!(!backend.encoder(&lane, None).debug_groups());
     assert!(backend.clone().with_debug_groups(true).encoder(&lane, None).debug_groups());
 }
+
+#[test]
+fn two_lanes_of_one_queue_keep_their_own_order_and_query_chunks_are_reused() {
+    let Some(gpu) =
+        gpu("two_lanes_of_one_queue_keep_their_own_order_and_query_chunks_are_reused", ALL_TIMESTAMPS)
+    else {
+        return;
+    };
+    let (ctx, sink) = context(&gpu);
+    assert_eq!(ctx.backend().readback_limit(), Duration::from_secs(2), "the documented default");
+    let first = ctx.backend().queue();
+    let second = WgpuQueue::new(&gpu.queue);
+    assert_ne!(first.lane_key(), second.lane_key());
+    for frame in 0..40u64 {
+        for (lane, name) in [(&first, "first"), (&second, "second")] {
+            let encoder = ctx.backend().encoder(lane, None);
+            let mut list = ctx.list();
+            // The plain API, as on every backend.
+            drop(list.zone(&encoder, DynamicLocation::new(name).arg("frame", frame)));
+            ctx.queue_submit(lane, [encoder.finish().unwrap()], vec![list]).unwrap();
+        }
+        ctx.flush().unwrap();
+    }
+    let zones = sink.zones();
+    for (lane, name) in [(&first, "first"), (&second, "second")] {
+        let on_lane: Vec<&Zone> =
+            zones.iter().filter(|z| z.lane == gpu_event_pool::Lane::Stream(lane.lane_key())).collect();
+        assert_eq!(on_lane.len(), 40, "{name}");
+        assert!(on_lane.iter().all(|z| z.location.name() == name));
+        assert!(
+            on_lane.windows(2).all(|w| w[0].gpu_end_ns <= w[1].gpu_begin_ns),
+            "{name}: in submission order"
+        );
+    }
+    // One chunk per encoder in flight at a time, each back in the pool once read (the
+    // collector's anchors take a few more).
+    assert!(ctx.backend().query_chunks() <= 8, "{} chunks for 80 encoders", ctx.backend().query_chunks());
+}
