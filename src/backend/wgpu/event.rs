@@ -26,7 +26,7 @@ impl StampLock {
 /// that generation; a stamp names the generation it is for and is kept only if the event is
 /// still armed with it. A chunk can come back after its event was recorded again (an encoder
 /// finished and submitted although its list was dropped), and its stamp must not pass for the
-/// new record's. Stamps are made under one lock ([`StampLock`]), so a stale stamp that passed
+/// new record's. Stamps are made under one lock (the readback pump's), so a stale stamp that passed
 /// the generation check just before the event was armed again is written before the new
 /// record's stamp, and the reader, which compares the stamped generation with the armed one,
 /// never takes it for the new record's.
