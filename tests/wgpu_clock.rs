@@ -5,6 +5,8 @@
 //! Without an adapter the test prints `SKIPPED: ...` to stderr and returns;
 //! `GPU_EVENT_POOL_REQUIRE_WGPU=1` (set by `.ci/run`) makes that a failure.
 
+#![cfg(target_os = "linux")]
+
 mod wgpu_common;
 
 use gpu_event_pool::backend::wgpu::WgpuBackend;
