@@ -21,14 +21,19 @@ pub const ALL_TIMESTAMPS: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
 
-/// Says on stderr (past the harness's capture) that `test` is skipped, and why; fails instead
-/// where an adapter is required.
+/// Says on stderr (past the harness's capture) that `test` is skipped, and why: a test that
+/// does not apply to this driver.
 pub fn skip(test: &str, why: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}: {test}");
+}
+
+/// As [`skip`], for a missing adapter or feature: a failure where an adapter is required.
+fn missing(test: &str, why: &str) {
     assert!(
         std::env::var_os("GPU_EVENT_POOL_REQUIRE_WGPU").is_none(),
         "GPU_EVENT_POOL_REQUIRE_WGPU is set, but {why}"
     );
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}: {test}");
+    skip(test, why);
 }
 
 /// A device of the first Vulkan adapter with exactly `features` (of the timestamp ones), or
@@ -40,11 +45,11 @@ pub fn gpu(test: &str, features: wgpu::Features) -> Option<Gpu> {
     let Some(adapter) =
         pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN)).into_iter().next()
     else {
-        skip(test, "no wgpu Vulkan adapter");
+        missing(test, "no wgpu Vulkan adapter");
         return None;
     };
     if !adapter.features().contains(features) {
-        skip(test, &format!("the adapter lacks {:?}", features - adapter.features()));
+        missing(test, &format!("the adapter lacks {:?}", features - adapter.features()));
         return None;
     }
     let descriptor = wgpu::DeviceDescriptor { required_features: features, ..Default::default() };
