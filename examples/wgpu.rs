@@ -158,14 +158,27 @@ impl Workload {
 /// The first adapter, with every timestamp feature it has.
 fn open_device() -> Result<(wgpu::Device, wgpu::Queue)> {
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
-    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))?;
+    let adapter = block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))?;
     let timestamps = wgpu::Features::TIMESTAMP_QUERY
         | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS
         | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
     println!("{} ({:?})", adapter.get_info().name, adapter.get_info().backend);
     let descriptor =
         wgpu::DeviceDescriptor { required_features: adapter.features() & timestamps, ..Default::default() };
-    Ok(pollster::block_on(adapter.request_device(&descriptor))?)
+    Ok(block_on(adapter.request_device(&descriptor))?)
+}
+
+/// Waits for one of wgpu's futures (the adapter, the device): on native wgpu they are ready
+/// when made, so polling with a waker that does nothing is enough.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+        std::thread::yield_now();
+    }
 }
 
 fn print_tree(nodes: &[ZoneNode<'_>], depth: usize) {

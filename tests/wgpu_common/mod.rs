@@ -9,6 +9,19 @@
 
 use std::io::Write;
 
+/// Waits for one of wgpu's futures (the adapter, the device): on native wgpu they are ready
+/// when made, so polling with a waker that does nothing is enough.
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// A device and its queue, with the adapter's name.
 pub struct Gpu {
     pub device: wgpu::Device,
@@ -42,8 +55,7 @@ pub fn gpu(test: &str, features: wgpu::Features) -> Option<Gpu> {
     let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
     descriptor.backends = wgpu::Backends::VULKAN;
     let instance = wgpu::Instance::new(descriptor);
-    let Some(adapter) =
-        pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN)).into_iter().next()
+    let Some(adapter) = block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN)).into_iter().next()
     else {
         missing(test, "no wgpu Vulkan adapter");
         return None;
@@ -53,7 +65,7 @@ pub fn gpu(test: &str, features: wgpu::Features) -> Option<Gpu> {
         return None;
     }
     let descriptor = wgpu::DeviceDescriptor { required_features: features, ..Default::default() };
-    let (device, queue) = pollster::block_on(adapter.request_device(&descriptor)).expect("request_device");
+    let (device, queue) = block_on(adapter.request_device(&descriptor)).expect("request_device");
     Some(Gpu { device, queue, adapter: adapter.get_info() })
 }
 
