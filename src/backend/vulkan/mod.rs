@@ -13,7 +13,7 @@
 //! | `elapsed`          | `vkGetQueryPoolResults(TYPE_64, WITH_AVAILABILITY)`, never `WAIT`: exact nanoseconds, or `None` while unavailable |
 //! | `is_complete`      | availability, as above                                              |
 //! | `wait`             | availability polled with sleeps, up to [`VulkanBackend::wait_timeout`] |
-//! | `host_now_ns`      | `CLOCK_MONOTONIC` since the backend was made                        |
+//! | `host_now_ns`      | `Instant` since the backend was made (placed on `CLOCK_MONOTONIC` through calibrated timestamps, [`VulkanBackend::clock_origin_error_ns`]) |
 //!
 //! Ticks are masked to `timestampValidBits` and converted with `timestampPeriod` exactly
 //! (`backend::ticks::TickScale`), so every time the collector reads is exact
