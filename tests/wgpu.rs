@@ -9,6 +9,7 @@
 mod wgpu_common;
 
 use gpu_event_pool::backend::wgpu::{WgpuBackend, WgpuQueue, NO_PASS_TIMESTAMPS, NO_TIMESTAMPS};
+use gpu_event_pool::sink::chrome::ChromeTraceSink;
 use gpu_event_pool::sink::frames::FrameStats;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
@@ -434,4 +435,53 @@ fn two_lanes_of_one_queue_keep_their_own_order_and_query_chunks_are_reused() {
     // One chunk per encoder in flight at a time, each back in the pool once read (the
     // collector's anchors take a few more).
     assert!(ctx.backend().query_chunks() <= 8, "{} chunks for 80 encoders", ctx.backend().query_chunks());
+}
+
+/// Bytes written by a sink, kept for the test.
+#[derive(Clone, Default)]
+struct SharedBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedBuffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_chrome_trace_of_a_wgpu_frame_holds_every_zone_nested_on_the_queue_track() {
+    let Some(gpu) =
+        gpu("a_chrome_trace_of_a_wgpu_frame_holds_every_zone_nested_on_the_queue_track", ALL_TIMESTAMPS)
+    else {
+        return;
+    };
+    let out = SharedBuffer::default();
+    let backend = WgpuBackend::new(&gpu.device, &gpu.queue).unwrap();
+    let lane = backend.queue();
+    let ctx = TracingContext::builder(backend).sink(ChromeTraceSink::new(out.clone())).build().unwrap();
+    ctx.name_queue(&lane, "queue");
+    let spin = Spin::new(&gpu.device);
+    let (cb, list) = record_frame(&ctx, &lane, &spin);
+    ctx.queue_submit(&lane, [cb], vec![list]).unwrap();
+    drop(ctx); // the last handle flushes and completes the trace
+    let json = out.0.lock().unwrap().clone();
+    let trace: serde_json::Value =
+        serde_json::from_slice(&json).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&json)));
+    let zones: Vec<&serde_json::Value> =
+        trace.as_array().unwrap().iter().filter(|e| e["ph"] == "X").collect();
+    let names: Vec<&str> = zones.iter().filter_map(|e| e["name"].as_str()).collect();
+    for name in ["frame", "setup", "pass", "dispatch a", "dispatch a inner", "dispatch b"] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let span = |name: &str| {
+        let e = zones.iter().find(|e| e["name"] == name).unwrap();
+        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        (ts, ts + dur, e["tid"].clone())
+    };
+    let (frame, pass) = (span("frame"), span("pass"));
+    assert!(frame.0 <= pass.0 && pass.1 <= frame.1, "the pass inside the frame on the host timeline");
+    assert_eq!(frame.2, pass.2, "one track: the queue's lane");
 }
