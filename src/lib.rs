@@ -109,6 +109,11 @@ pub struct CuptiGuideDoctests;
 #[doc = include_str!("../docs/vulkan.md")]
 pub struct VulkanGuideDoctests;
 
+/// The wgpu guide's examples, compiled as doctests.
+#[cfg(all(doctest, feature = "wgpu"))]
+#[doc = include_str!("../docs/wgpu.md")]
+pub struct WgpuGuideDoctests;
+
 #[cfg(feature = "cupti")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cupti")))]
 pub use backend::cupti::{
@@ -118,10 +123,13 @@ pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]
 pub use context::CollectorThread;
-#[cfg(feature = "vulkan")]
-#[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
+#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "vulkan", feature = "wgpu"))))]
 pub use context::QueueSubmitError;
 pub use context::{ActivityStats, Builder, Stats, TracingContext};
+#[cfg(feature = "wgpu")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
+pub use context::{PassScope, WgpuScope};
 pub use error::{ConfigError, Error, TimeError};
 pub use launch::Launch;
 pub use location::{ArgValue, DynamicLocation, Location, SourceLocation, Verbosity};

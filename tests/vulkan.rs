@@ -492,6 +492,12 @@ fn calibrated_host_times_are_non_decreasing_and_within_submission_and_flush() {
     let pair = gpu.backend.calibrated_now().unwrap().unwrap();
     let after = gpu.backend.host_now_ns();
     assert!(before <= pair.host_ns + 1_000 && pair.host_ns <= after + 1_000, "on the backend's host clock");
+    let origin_error = gpu.backend.clock_origin_error_ns().expect("calibrated: the origin was placed");
+    eprintln!("host clock origin placed within {origin_error} ns");
+    assert!(
+        origin_error <= 5_000,
+        "the narrowest of 16 brackets is a few microseconds at most: {origin_error} ns"
+    );
     assert_host_mapping(&host_mapping(&gpu.backend, &gpu, 12), "calibrated", 0);
 }
 

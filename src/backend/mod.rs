@@ -9,6 +9,7 @@
 //! - `cuda`: CUDA through `cudarc` (feature `cuda`).
 //! - `cupti`: CUPTI activity records of kernels, copies and memsets (feature `cupti`).
 //! - `vulkan`: Vulkan timestamp queries through `ash` (feature `vulkan`).
+//! - `wgpu`: wgpu timestamp queries (feature `wgpu`).
 //!
 //! Two kinds of source ([`Timing`]): a backend that records timing events (the simulation,
 //! CUDA events, Vulkan), or one that reports the work the GPU ran ([`activity`]: CUPTI, and
@@ -23,9 +24,14 @@ pub mod cuda;
 #[cfg_attr(docsrs, doc(cfg(feature = "cupti")))]
 pub mod cupti;
 pub mod sim;
+#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+mod ticks;
 #[cfg(feature = "vulkan")]
 #[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 pub mod vulkan;
+#[cfg(feature = "wgpu")]
+#[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
+pub mod wgpu;
 
 pub use activity::{ActivitySource, Timing};
 

@@ -9,16 +9,22 @@ mod builder;
 #[cfg(not(gpu_event_pool_loom))]
 mod collector_thread;
 mod handle;
+#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+mod queue_submit;
 mod stats;
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests;
 #[cfg(feature = "vulkan")]
 mod vulkan;
+#[cfg(feature = "wgpu")]
+mod wgpu;
 
 pub use builder::Builder;
 #[cfg(not(gpu_event_pool_loom))]
 pub use collector_thread::CollectorThread;
 pub use handle::TracingContext;
+#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+pub use queue_submit::QueueSubmitError;
 pub use stats::{ActivityStats, Stats};
-#[cfg(feature = "vulkan")]
-pub use vulkan::QueueSubmitError;
+#[cfg(feature = "wgpu")]
+pub use wgpu::{PassScope, WgpuScope};

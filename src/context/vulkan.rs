@@ -1,38 +1,10 @@
 //! Submitting Vulkan command buffers and their lists in one order (feature `vulkan`).
 
 use super::handle::TracingContext;
+use super::queue_submit::QueueSubmitError;
 use crate::backend::vulkan::ash::vk;
 use crate::backend::vulkan::{VulkanBackend, VulkanQueue};
-use crate::backend::BackendError;
 use crate::record::EventList;
-
-/// Why [`TracingContext::queue_submit`] submitted nothing, with the lists handed back (except
-/// when the queue refused the work: then the lists are dropped, their slots released, nothing
-/// emitted).
-#[derive(Debug, thiserror::Error)]
-pub enum QueueSubmitError {
-    /// A list still has open zones: nothing was submitted.
-    #[error("list {index} has {open} open zones: nothing was submitted")]
-    OpenZones {
-        /// Which list.
-        index: usize,
-        /// How many zones it has open.
-        open: usize,
-        /// Every list, handed back.
-        lists: Vec<EventList<VulkanBackend>>,
-    },
-    /// A list belongs to another tracing context: nothing was submitted.
-    #[error("list {index} belongs to another tracing context: nothing was submitted")]
-    WrongContext {
-        /// Which list.
-        index: usize,
-        /// Every list, handed back.
-        lists: Vec<EventList<VulkanBackend>>,
-    },
-    /// `vkQueueSubmit` failed: the lists were dropped (their zones are not emitted).
-    #[error(transparent)]
-    Queue(#[from] BackendError),
-}
 
 #[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 impl TracingContext<VulkanBackend> {
@@ -60,15 +32,8 @@ impl TracingContext<VulkanBackend> {
         submits: &[vk::SubmitInfo<'_>],
         lists: Vec<EventList<VulkanBackend>>,
         fence: vk::Fence,
-    ) -> Result<(), QueueSubmitError> {
-        for (index, list) in lists.iter().enumerate() {
-            if !self.owns(list) {
-                return Err(QueueSubmitError::WrongContext { index, lists });
-            }
-            if list.open_zones() > 0 {
-                return Err(QueueSubmitError::OpenZones { index, open: list.open_zones(), lists });
-            }
-        }
+    ) -> Result<(), QueueSubmitError<VulkanBackend>> {
+        let lists = self.submittable(lists)?;
         // Safety: the caller's submit infos and fence, valid for this queue.
         unsafe {
             queue.submit_then(submits, fence, || {

@@ -3,8 +3,9 @@
 
 use super::device::VulkanDevice;
 use super::errors::{NOT_CALIBRATED, NO_DEVICE, WAIT_TIMEOUT};
-use super::queries::{PageAllocator, QueryWriter, TickScale, TimestampQuery};
+use super::queries::{PageAllocator, QueryWriter, TimestampQuery};
 use super::queue::{AnchorSubmitter, Commands};
+use crate::backend::ticks::TickScale;
 use crate::backend::{Backend, BackendError, Elapsed, Mark, Placement};
 use ash::vk;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -34,9 +35,10 @@ struct VulkanTiming {
     pages: Mutex<PageAllocator>,
     anchors: Anchors,
     submitter: Mutex<Option<AnchorSubmitter>>,
-    /// The host clock's origin, as an `Instant` and as `CLOCK_MONOTONIC` nanoseconds.
+    /// The host clock's origin, as an `Instant` and, with calibrated timestamps, as
+    /// `CLOCK_MONOTONIC` nanoseconds (with its error bound, ns: [`clock_origin`]).
     origin: Instant,
-    origin_mono_ns: i128,
+    origin_mono_ns: Option<(i128, i64)>,
     wait_timeout: Duration,
 }
 
@@ -59,13 +61,29 @@ impl std::fmt::Debug for VulkanBackend {
     }
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds: the clock `Instant` reads on Linux and calibrated
-/// timestamps pair the device clock with.
-fn monotonic_ns() -> i128 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // Safety: a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+/// How many times [`clock_origin`] reads the two clocks, keeping the narrowest bracket.
+const ORIGIN_READS: usize = 16;
+
+/// Where the backend's host clock (an [`Instant`] origin) reads 0, in the host time domain of
+/// calibrated timestamps (`CLOCK_MONOTONIC` nanoseconds), and how far off that may be (ns).
+///
+/// Read through the driver itself, bracketed by two `Instant` reads: no platform clock call
+/// of the crate's own (`Instant` is `CLOCK_MONOTONIC` on Linux, but std does not say what its
+/// raw value is). Of [`ORIGIN_READS`] reads the one with the narrowest bracket is kept: its
+/// half width bounds the error.
+fn clock_origin(device: &VulkanDevice, origin: Instant) -> Result<Option<(i128, i64)>, BackendError> {
+    let Some(calibrated) = &device.shared.calibrated else { return Ok(None) };
+    let mut best: Option<(i128, i64)> = None;
+    for _ in 0..ORIGIN_READS {
+        let before = origin.elapsed().as_nanos() as i128;
+        let ([_, monotonic], _) = calibrated.read()?;
+        let after = origin.elapsed().as_nanos() as i128;
+        let half_width = i64::try_from((after - before + 1) / 2).unwrap_or(i64::MAX);
+        if best.is_none_or(|(_, width)| half_width < width) {
+            best = Some((i128::from(monotonic) - (before + after) / 2, half_width));
+        }
+    }
+    Ok(best)
 }
 
 impl VulkanBackend {
@@ -97,11 +115,8 @@ impl VulkanBackend {
             Anchors::Submitted => Some(AnchorSubmitter::new(&device.shared)?),
             Anchors::Calibrated => None,
         };
-        // The two origins are read back to back: they name the same instant within the
-        // time between the reads (tens of nanoseconds).
-        let before = monotonic_ns();
         let origin = Instant::now();
-        let after = monotonic_ns();
+        let origin_mono_ns = clock_origin(device, origin)?;
         Ok(Self {
             writer: QueryWriter::new(&device.shared.device),
             shared: Arc::new(VulkanTiming {
@@ -111,7 +126,7 @@ impl VulkanBackend {
                 anchors,
                 submitter: Mutex::new(submitter),
                 origin,
-                origin_mono_ns: (before + after) / 2,
+                origin_mono_ns,
                 wait_timeout: Duration::from_secs(10),
             }),
         })
@@ -134,14 +149,23 @@ impl VulkanBackend {
         self.shared.wait_timeout
     }
 
+    /// With calibrated timestamps, how far the host clock's origin may be from where it was
+    /// placed in the calibrated host domain (ns): half the narrowest of 16 brackets of two
+    /// `Instant` reads around one calibrated read, measured when the backend was made. Every
+    /// calibrated anchor's host time carries this error, the same for all of them.
+    pub fn clock_origin_error_ns(&self) -> Option<i64> {
+        self.shared.origin_mono_ns.map(|(_, error)| error)
+    }
+
     /// The device clock and the host clock ([`Backend::host_now_ns`]) read together, and
     /// the driver's bound on how far apart the two samples were (ns); `None` without
     /// calibrated timestamps.
     pub fn calibrated_now(&self) -> Result<Option<CalibratedPair>, BackendError> {
         let Some(calibrated) = &self.shared.device.shared.calibrated else { return Ok(None) };
+        let Some((origin_mono_ns, _)) = self.shared.origin_mono_ns else { return Ok(None) };
         let ([device, monotonic], deviation_ns) = calibrated.read()?;
         let device_ticks = device & self.shared.scale.mask;
-        let host_ns = i64::try_from(i128::from(monotonic) - self.shared.origin_mono_ns).unwrap_or(i64::MAX);
+        let host_ns = i64::try_from(i128::from(monotonic) - origin_mono_ns).unwrap_or(i64::MAX);
         Ok(Some(CalibratedPair {
             device_ticks,
             device_ns: self.shared.scale.ticks_ns(device_ticks),

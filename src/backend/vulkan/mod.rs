@@ -13,10 +13,10 @@
 //! | `elapsed`          | `vkGetQueryPoolResults(TYPE_64, WITH_AVAILABILITY)`, never `WAIT`: exact nanoseconds, or `None` while unavailable |
 //! | `is_complete`      | availability, as above                                              |
 //! | `wait`             | availability polled with sleeps, up to [`VulkanBackend::wait_timeout`] |
-//! | `host_now_ns`      | `CLOCK_MONOTONIC` since the backend was made                        |
+//! | `host_now_ns`      | `Instant` since the backend was made (placed on `CLOCK_MONOTONIC` through calibrated timestamps, [`VulkanBackend::clock_origin_error_ns`]) |
 //!
 //! Ticks are masked to `timestampValidBits` and converted with `timestampPeriod` exactly
-//! (`queries::TickScale`), so every time the collector reads is exact
+//! (`backend::ticks::TickScale`), so every time the collector reads is exact
 //! ([`Elapsed::exact`](crate::Elapsed)): its rounding bounds are 0.
 //!
 //! # Order: submission, not recording
@@ -45,7 +45,7 @@ pub use ash;
 
 // The folder: the Vulkan backend, one file per idea, each importing only those listed before
 // it. `errors.rs` holds the error codes and `vk_error` (a leaf); `handles.rs` what the crate
-// holds of a device (`DeviceShared`); `queries.rs` the query pages, the tick scale and the
+// holds of a device (`DeviceShared`); `queries.rs` the query pages and the
 // `QueryWriter` (the device's reset and write functions, which the backend holds for the
 // recording path); `queue.rs` the queues (lanes), command buffers (streams) and the anchor
 // submitter; `device.rs` opens or wraps a device; `spin.rs` the spin shader; `backend.rs` the

@@ -1,0 +1,255 @@
+//! The backend itself: [`WgpuBackend`] and its [`Backend`] implementation over the device's
+//! queries, the encoders and the readbacks.
+
+use super::encoder::WgpuEncoder;
+use super::errors::{LOST, WAIT_TIMEOUT};
+use super::event::{Reading, TimestampEvent};
+use super::queries::Timestamps;
+use super::queue::{WgpuQueue, CLOCK_LANE};
+use super::readback::Queries;
+use crate::backend::ticks::TickScale;
+use crate::backend::{Backend, BackendError, Elapsed, Mark, Placement};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a backend and its clones share.
+#[derive(Debug)]
+struct Shared {
+    queries: Arc<Queries>,
+    queue: WgpuQueue,
+    scale: TickScale,
+    /// The host clock's origin.
+    origin: Instant,
+    wait_timeout: Duration,
+}
+
+/// wgpu on one device and its queue. Cheap to clone: clones share the queries, the readbacks
+/// and the host clock.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let (device, queue): (wgpu::Device, wgpu::Queue) = unimplemented!();
+/// use gpu_event_pool::backend::wgpu::WgpuBackend;
+/// use gpu_event_pool::TracingContext;
+///
+/// let backend = WgpuBackend::new(&device, &queue)?;
+/// let lane = backend.queue();
+/// let ctx = TracingContext::new(backend)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct WgpuBackend {
+    shared: Arc<Shared>,
+    debug_groups: bool,
+}
+
+impl WgpuBackend {
+    /// A backend on `device` and `queue`, timing zones with whatever timestamp features the
+    /// device was created with ([`Timestamps::of`]); without `TIMESTAMP_QUERY` every zone is
+    /// dropped and counted ([`untimed`](Self::untimed)), and nothing fails.
+    pub fn new(device: &wgpu::Device, queue: &wgpu::Queue) -> Result<Self, BackendError> {
+        let timestamps = Timestamps::of(device.features());
+        let period = queue.get_timestamp_period();
+        let scale = TickScale::new(period, 64).or_else(|| TickScale::new(1.0, 64)).ok_or_else(|| {
+            BackendError::new("Queue::get_timestamp_period", format!("{period} ns per tick"))
+        })?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                queries: Arc::new(Queries::new(device, timestamps)),
+                queue: WgpuQueue::new(queue),
+                scale,
+                origin: Instant::now(),
+                wait_timeout: Duration::from_secs(10),
+            }),
+            debug_groups: false,
+        })
+    }
+
+    /// Whether zones begun through `EventList::scope`, `compute_pass` and `render_pass` push a
+    /// debug group named after the zone, and name their passes after it (markers for
+    /// RenderDoc, PIX, Xcode): off by default. Encoders made after this call have it.
+    pub fn with_debug_groups(mut self, on: bool) -> Self {
+        self.debug_groups = on;
+        self
+    }
+
+    /// The timestamp features zones are timed with.
+    pub fn timestamps(&self) -> Timestamps {
+        self.shared.queries.timestamps
+    }
+
+    /// The backend's queue as a lane (made with the backend; clones are the same lane).
+    pub fn queue(&self) -> WgpuQueue {
+        self.shared.queue.clone()
+    }
+
+    /// A new command encoder for `lane` whose zones are timed.
+    pub fn encoder(&self, lane: &WgpuQueue, label: Option<&str>) -> WgpuEncoder {
+        let encoder =
+            self.shared.queries.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label });
+        WgpuEncoder::new(Arc::clone(&self.shared.queries), lane.lane_key(), Some(encoder), self.debug_groups)
+    }
+
+    /// How long a finished encoder's timestamps may take to come back before they are let go:
+    /// its lists then fail (their zones dropped and counted, the lane moves on) and the
+    /// readback is counted in [`readbacks_dropped`](Self::readbacks_dropped). Default 2 s.
+    pub fn set_readback_limit(&self, limit: Duration) {
+        self.shared.queries.set_readback_limit(limit);
+    }
+
+    /// The readback limit ([`set_readback_limit`](Self::set_readback_limit)).
+    pub fn readback_limit(&self) -> Duration {
+        self.shared.queries.readback_limit()
+    }
+
+    /// Zone marks refused because the device cannot time them (no `TIMESTAMP_QUERY`, or a
+    /// mark inside a pass without `TIMESTAMP_QUERY_INSIDE_PASSES`): their zones are dropped
+    /// and counted in `Stats::dropped_zones` too.
+    pub fn untimed(&self) -> u64 {
+        self.shared.queries.untimed()
+    }
+
+    /// Readbacks let go after the readback limit.
+    pub fn readbacks_dropped(&self) -> u64 {
+        self.shared.queries.readbacks_dropped()
+    }
+
+    /// Query chunks made so far (of 128 queries each: the query pool grows on demand).
+    pub fn query_chunks(&self) -> u64 {
+        self.shared.queries.chunks_made()
+    }
+
+    /// Polls the device without waiting and stamps the timestamps whose readbacks came. The
+    /// collector does this itself; an application need not.
+    pub fn poll(&self) {
+        self.shared.queries.pump();
+    }
+
+    /// Ticks to host-independent nanoseconds: the reading of `event`, `None` while pending.
+    fn ticks(&self, event: &TimestampEvent) -> Result<Option<u64>, BackendError> {
+        let mut reading = event.reading();
+        if reading == Reading::Pending && self.shared.queries.pump() {
+            reading = event.reading();
+        }
+        match reading {
+            Reading::Pending => Ok(None),
+            Reading::Ticks(ticks) => Ok(Some(ticks)),
+            Reading::Lost => Err(BackendError::new("wgpu readback", LOST)),
+        }
+    }
+}
+
+impl Backend for WgpuBackend {
+    type Event = TimestampEvent;
+    type Stream = WgpuEncoder;
+    type Graph = std::convert::Infallible;
+    type GraphNode = std::convert::Infallible;
+
+    const PLACEMENT: Placement = Placement::Submit;
+
+    fn name(&self) -> &'static str {
+        "wgpu"
+    }
+
+    fn create_event(&self) -> Result<TimestampEvent, BackendError> {
+        Ok(TimestampEvent::new())
+    }
+
+    /// The backend's clock stream, for the collector's anchors (it records into no encoder of
+    /// the application's).
+    fn create_stream(&self) -> Result<WgpuEncoder, BackendError> {
+        Ok(WgpuEncoder::new(Arc::clone(&self.shared.queries), CLOCK_LANE, None, false))
+    }
+
+    fn stream_key(&self, stream: &WgpuEncoder) -> u64 {
+        stream.lane_key()
+    }
+
+    fn graph_key(&self, graph: &std::convert::Infallible) -> u64 {
+        match *graph {}
+    }
+
+    fn record(&self, event: &TimestampEvent, stream: &WgpuEncoder) -> Result<(), BackendError> {
+        if stream.is_clock() {
+            return self.record_anchor(event, stream).map(drop);
+        }
+        stream.record(event)
+    }
+
+    #[inline]
+    fn record_mark(
+        &self,
+        event: &TimestampEvent,
+        stream: &WgpuEncoder,
+        _mark: Mark,
+    ) -> Result<(), BackendError> {
+        self.record(event, stream)
+    }
+
+    /// A one-timestamp submission to the queue (wgpu has no calibrated timestamps): the
+    /// collector pairs it with the host time read just before, a lower bound of the offset.
+    fn record_anchor(
+        &self,
+        event: &TimestampEvent,
+        _stream: &WgpuEncoder,
+    ) -> Result<Option<i64>, BackendError> {
+        let queries = &self.shared.queries;
+        if !queries.timestamps.query {
+            // Nothing is timed on this device: the anchor only has to exist.
+            queries.stamp_now(event, self.host_now_ns().max(0) as u64);
+            return Ok(None);
+        }
+        let encoder = queries
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpu-event-pool anchor") });
+        let anchor = WgpuEncoder::new(Arc::clone(queries), CLOCK_LANE, Some(encoder), false);
+        anchor.record(event)?;
+        let command_buffer = anchor.finish()?;
+        self.shared.queue.queue().submit([command_buffer]);
+        Ok(None)
+    }
+
+    fn add_graph_record_node(
+        &self,
+        _event: &TimestampEvent,
+        graph: &std::convert::Infallible,
+        _dependencies: &[std::convert::Infallible],
+    ) -> Result<std::convert::Infallible, BackendError> {
+        match *graph {}
+    }
+
+    fn is_complete(&self, event: &TimestampEvent) -> Result<bool, BackendError> {
+        Ok(self.ticks(event)?.is_some())
+    }
+
+    fn wait(&self, event: &TimestampEvent) -> Result<(), BackendError> {
+        let started = Instant::now();
+        let mut pause = Duration::from_micros(10);
+        while !self.is_complete(event)? {
+            if started.elapsed() >= self.shared.wait_timeout {
+                return Err(BackendError::new("wgpu readback", WAIT_TIMEOUT));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    fn elapsed_ms(&self, start: &TimestampEvent, end: &TimestampEvent) -> Result<Option<f32>, BackendError> {
+        Ok(self.elapsed(start, end)?.map(|e| (e.ns as f64 / 1e6) as f32))
+    }
+
+    fn elapsed(&self, start: &TimestampEvent, end: &TimestampEvent) -> Result<Option<Elapsed>, BackendError> {
+        let Some(end_ticks) = self.ticks(end)? else { return Ok(None) };
+        let Some(start_ticks) = self.ticks(start)? else { return Ok(None) };
+        Ok(Some(Elapsed::from_ns(self.shared.scale.elapsed_ns(start_ticks, end_ticks))))
+    }
+
+    fn host_now_ns(&self) -> i64 {
+        i64::try_from(self.shared.origin.elapsed().as_nanos()).unwrap_or(i64::MAX)
+    }
+
+    fn host_clock_origin(&self) -> Option<Instant> {
+        Some(self.shared.origin)
+    }
+}
