@@ -164,12 +164,14 @@ fn finishing_a_list_while_another_first_record_is_held(
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "threads wait on each other with real timeouts")]
 fn submitting_a_list_does_not_wait_for_another_lists_first_record_on_its_stream() {
     let (_gpu, sink) = finishing_a_list_while_another_first_record_is_held(|ctx, a| ctx.submit(a).unwrap());
     assert_eq!(names(&sink), ["a", "b"], "both emitted, in the stream's GPU order");
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "threads wait on each other with real timeouts")]
 fn dropping_a_list_does_not_wait_for_another_lists_first_record_on_its_stream() {
     let (_gpu, sink) = finishing_a_list_while_another_first_record_is_held(|_, a| drop(a));
     assert_eq!(names(&sink), ["b"]);
@@ -180,6 +182,7 @@ fn dropping_a_list_does_not_wait_for_another_lists_first_record_on_its_stream() 
 /// returned and `b` has its place, so that places follow the GPU order of first events. The
 /// check looks for `c`'s call for 200 ms: with no lock it would begin at once.
 #[test]
+#[cfg_attr(miri, ignore = "threads wait on each other with real timeouts")]
 fn a_first_record_on_a_stream_waits_while_another_first_record_there_is_in_the_backend() {
     let (gpu, stream, sink, ctx) = gated();
     let (recorded, open) = gpu.hold_next_record();
@@ -214,6 +217,7 @@ fn a_first_record_on_a_stream_waits_while_another_first_record_there_is_in_the_b
 
 /// Lists on other streams never wait for it.
 #[test]
+#[cfg_attr(miri, ignore = "threads wait on each other with real timeouts")]
 fn a_first_record_on_another_stream_does_not_wait_for_a_held_first_record() {
     let (gpu, stream, sink, ctx) = gated();
     let other = gpu.sim.stream();
