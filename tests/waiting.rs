@@ -29,6 +29,8 @@ struct Held {
 #[derive(Default)]
 struct Gate {
     armed: Mutex<Option<Held>>,
+    /// Holds the next `create_event` call the same way.
+    armed_create: Mutex<Option<Held>>,
     /// Record calls made so far (entered, held or not).
     records: AtomicUsize,
     /// Whether a held call ran out of patience: something waited for it instead of opening it.
@@ -52,6 +54,14 @@ impl Gated {
         (recorded, open)
     }
 
+    /// Holds the next `create_event` call (a growing pool's), as `hold_next_record` does.
+    fn hold_next_event_creation(&self) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let (created_tx, created) = mpsc::channel();
+        let (open, open_rx) = mpsc::channel();
+        *self.gate.armed_create.lock().unwrap() = Some(Held { recorded: created_tx, open: open_rx });
+        (created, open)
+    }
+
     fn records(&self) -> usize {
         self.gate.records.load(Ordering::SeqCst)
     }
@@ -71,7 +81,15 @@ impl Backend for Gated {
         "gated"
     }
     fn create_event(&self) -> Result<SimEvent, BackendError> {
-        self.sim.create_event()
+        let event = self.sim.create_event()?;
+        let held = self.gate.armed_create.lock().unwrap().take();
+        if let Some(held) = held {
+            held.recorded.send(()).unwrap();
+            if held.open.recv_timeout(PATIENCE).is_err() {
+                *self.gate.ran_out.lock().unwrap() = true;
+            }
+        }
+        Ok(event)
     }
     fn create_stream(&self) -> Result<SimStream, BackendError> {
         self.sim.create_stream()
@@ -242,4 +260,98 @@ fn a_first_record_on_another_stream_does_not_wait_for_a_held_first_record() {
     let mut names = names(&sink);
     names.sort();
     assert_eq!(names, ["b", "c"]);
+}
+
+/// A pool that is empty while another thread grows it: a list being made (it reserves its
+/// first zone's slots) waits until the page is made, one backend call per event. The check
+/// looks for the new list for 200 ms while the growth's first `create_event` is held.
+#[test]
+#[cfg_attr(miri, ignore = "threads wait on each other with real timeouts")]
+fn a_list_that_needs_slots_waits_while_another_thread_grows_the_empty_pool() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let gpu = Gated { sim, gate: Arc::default() };
+    let ctx = TracingContext::builder(gpu.clone()).capacity(2, 64).batch(2).build().unwrap();
+    let mut grower = ctx.list();
+    grower.zone_begin(&stream, location!("outer")).unwrap();
+    let (created, open) = gpu.hold_next_event_creation();
+    let made = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            grower.zone_begin(&stream, location!("inner: the pool grows")).unwrap();
+            grower.zone_end(&stream).unwrap();
+            grower.zone_end(&stream).unwrap();
+        });
+        created.recv().unwrap();
+        let waiter = s.spawn(|| {
+            let list = ctx.list();
+            made.store(1, Ordering::SeqCst);
+            list
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(made.load(Ordering::SeqCst), 0, "a list took slots while the empty pool was growing");
+        open.send(()).unwrap();
+        let mut list = waiter.join().unwrap();
+        list.zone_begin(&stream, location!("after")).unwrap();
+        list.zone_end(&stream).unwrap();
+    });
+    assert!(ctx.stats().grows >= 1);
+    assert_eq!(ctx.stats().dropped_zones, 0);
+}
+
+/// A sink whose first batch holds the collect that delivers it (as `Gated` holds a record).
+struct HeldSink {
+    held: Option<Held>,
+    ran_out: Arc<Mutex<bool>>,
+}
+
+impl gpu_event_pool::sink::Sink for HeldSink {
+    fn zones(
+        &mut self,
+        _: &gpu_event_pool::sink::ContextInfo,
+        _: gpu_event_pool::sink::ZoneBatch<'_>,
+    ) -> std::io::Result<()> {
+        if let Some(held) = self.held.take() {
+            held.recorded.send(()).unwrap();
+            if held.open.recv_timeout(PATIENCE).is_err() {
+                *self.ran_out.lock().unwrap() = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Recording, submitting and dropping lists, on the stream of the list being emitted, while
+/// a collect is held inside a sink: none of them waits for it.
+#[test]
+#[cfg_attr(miri, ignore = "threads wait on each other with real timeouts")]
+fn recording_submitting_and_dropping_do_not_wait_for_a_collect_held_in_a_sink() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let (delivering, delivering_rx) = mpsc::channel();
+    let (open, open_rx) = mpsc::channel();
+    let ran_out = Arc::new(Mutex::new(false));
+    let sink =
+        HeldSink { held: Some(Held { recorded: delivering, open: open_rx }), ran_out: Arc::clone(&ran_out) };
+    let ctx = TracingContext::builder(sim.clone()).sink(sink).build().unwrap();
+    let record = |name: &'static str| {
+        let mut list = ctx.list();
+        list.zone_begin(&stream, gpu_event_pool::DynamicLocation::new(name)).unwrap();
+        sim.launch(&stream, 1_000);
+        list.zone_end(&stream).unwrap();
+        list
+    };
+    ctx.submit(record("emitted")).unwrap();
+    sim.advance(10_000);
+    std::thread::scope(|s| {
+        s.spawn(|| ctx.collect().unwrap());
+        delivering_rx.recv().unwrap();
+        ctx.submit(record("submitted meanwhile")).unwrap();
+        drop(record("dropped meanwhile"));
+        let _ = open.send(());
+    });
+    assert!(!*ran_out.lock().unwrap(), "recording waited for the collect held in the sink");
+    sim.advance(10_000);
+    ctx.flush().unwrap();
+    assert_eq!(ctx.stats().lists_collected, 2);
 }
