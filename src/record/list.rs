@@ -1,9 +1,10 @@
 //! `EventList`: the zones of one command buffer, recorded by one thread.
 //!
-//! A list owns its slots outright (state Owned) and needs no synchronization to record: the
-//! only shared operation is refilling its small reservation of slots from the thread's
+//! A list owns its slots outright (state Owned) and needs no lock to record a zone: the
+//! shared operations are refilling its small reservation of slots from the thread's
 //! magazine, whole segments at a time (a batch each), with one CAS on the freelist when the
-//! magazine is empty. Its events are chained through the slots' links in recording order,
+//! magazine is empty (and, when the pool is empty, its growth), and, once per list, taking
+//! and giving up its place on its lane (`shared/lanes.rs`: the lane's two locks). Its events are chained through the slots' links in recording order,
 //! followed by its reservation (`slots/runs.rs`: the chain goes back to the pool whole, in
 //! segments), and their records kept in the list's own buffer, in the same order, each
 //! naming its slot (`shared/record.rs`):
