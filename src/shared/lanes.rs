@@ -79,7 +79,12 @@ pub(crate) struct Holder {
     pub(crate) started_ns: i64,
 }
 
+/// One lane's entry (or several lanes' that share it). Aligned to a cache line: a first
+/// record touches its two locks and its holders in one line, and two lanes' entries never
+/// share a line (packed, a 48-byte entry straddled two lines in some slots: the first zone's
+/// p99 in the `latency` bench rose by a tenth, docs/benchmarks.md). 64 KB per context.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Entry {
     key: AtomicU64,
     /// Bit 0: [`PLACE_LOCKED`]; bits 1..64: the next place.
