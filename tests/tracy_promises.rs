@@ -9,11 +9,14 @@ use gpu_event_pool::{location, Error, Lane, SourceLocation, TracingContext};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-/// What reached Tracy: each context's name, and the names of the zones begun in it.
+/// Each Tracy context's name and the names of the zones begun in it, by context id.
+type Contexts = BTreeMap<u8, (String, Vec<String>)>;
+
+/// What reached Tracy.
 #[derive(Clone, Default)]
 struct Recorder {
     ids: Arc<TracyContextIds>,
-    contexts: Arc<Mutex<BTreeMap<u8, (String, Vec<String>)>>>,
+    contexts: Arc<Mutex<Contexts>>,
 }
 
 impl Recorder {
@@ -111,7 +114,7 @@ fn opening_one_tracy_sink_for_a_second_context_fails_that_contexts_build() {
     let first =
         TracingContext::builder(sim.clone()).name("first").sink(Shared(Arc::clone(&sink))).build().unwrap();
     let second = TracingContext::builder(sim.clone()).name("second").sink(Shared(Arc::clone(&sink))).build();
-    let error = second.err().expect("the second context's build fails");
+    let error = second.expect_err("the second context's build fails");
     assert!(matches!(&error, Error::Sink(e) if e.to_string().contains("opened twice")), "{error}");
     assert!(error.to_string().contains("\"second\""), "the error names the context: {error}");
 

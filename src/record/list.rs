@@ -284,7 +284,10 @@ impl<B: Backend> EventList<B> {
             // The place is taken now, in submission order, under the lane's locks and held
             // until the queue has the list, as a first record's is.
             let (ctx, list_id, first) = (&self.ctx, self.id, &self.records[0]);
-            let holder = || holder(list_id, first.lane, first.begins.as_ref(), ctx.backend().host_now_ns());
+            // Read before the lane is locked, as a first record's start is: no backend call
+            // is made under the lane's locks here.
+            let started = ctx.backend().host_now_ns();
+            let holder = || holder(list_id, first.lane, first.begins.as_ref(), started);
             let taken =
                 ctx.lanes().record_first(first.lane, || Ok::<_, std::convert::Infallible>(()), holder);
             self.home = taken.ok().map(|(home, ())| home);

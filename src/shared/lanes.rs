@@ -30,11 +30,11 @@
 //! | submit or drop of a list ([`LaneTable::release`]) | never | spins for it, to remove its holder |
 //! | the collector ([`LaneTable::try_holder`]) | never | tries once; busy means "ask later" |
 //!
-//! So a first record waits for another first record on its entry (a list starting on the
-//! same lane at the same moment, which the one-list-per-stream rule excludes, or a lane that
-//! shares the entry), and a holder change waits for another holder change (a few instructions
-//! and, at worst, the growth of a `Vec`): never for a backend call. Neither lock is taken per
-//! zone.
+//! So a first record waits for another first record on its entry, backend call included (a
+//! list starting on the same lane at the same moment, which the one-list-per-stream rule
+//! excludes, or a lane that shares the entry); a holder change (a first record's after its
+//! call, a submit, a drop) waits only for another holder change: a few instructions and, at
+//! worst, the growth of a `Vec`, never a backend call. Neither lock is taken per zone.
 //!
 //! A lane probes up to [`PROBES`] entries from its hash; it claims an empty one with one CAS.
 //! When every probed entry belongs to other lanes (the table filled up with lanes that came
