@@ -19,8 +19,9 @@
 //!
 //! A third group, `record_zone_cost`, is one thread recording one such list and dropping it
 //! (no collector), against the same loop with no recording call (`bare_loop`): what a zone
-//! costs its thread. Built without the default feature `enable`
-//! (`cargo bench --no-default-features --bench record`), recording is compiled out: the list
+//! costs its thread. Built without this package's default feature `enable`, which turns on
+//! the crate's (`cargo bench -p gpu-event-pool-benches --no-default-features --bench
+//! record`), recording is compiled out: the list
 //! is `ours_compiled_out`, `ours_compiled_out_zones_only` is the zone calls alone on one list
 //! made once, and only this group runs (results in `record_compiled_out.json`).
 //!

@@ -1,4 +1,6 @@
-//! A lock-free pool of GPU timing events, for tracing GPU work recorded by many threads.
+//! A pool of GPU timing events, for tracing GPU work recorded by many threads: zones are
+//! recorded with no lock, and a recording thread waits for another only in the few cases
+//! that [`EventList`] lists.
 //!
 //! A rebuild of IREE's CUDA tracing context (one mutex around everything, a fixed pool of
 //! 16128 events, `f32` timestamps since one base event) as:
@@ -7,11 +9,12 @@
 //!   ([`freelist`]), in pages created on demand, with a per-thread magazine of free slots in
 //!   front of it ([`magazine`]) so that recording threads do not share a cache line;
 //! - per-command-buffer [`EventList`]s that reserve slots in batches and record zones with
-//!   no lock (`zone_next` joins adjacent zones with one event);
+//!   no lock (`zone_next` joins adjacent zones with one event), taking a lock of their stream
+//!   only at their first record there and at their submit or drop;
 //! - an MPSC submission queue, drained by [`TracingContext::collect`]: any number of threads
 //!   read times at once, one emits; zones of each stream reach the sinks in GPU order, no
 //!   stream waits for another, nothing blocks on the GPU, and every collected slot goes back
-//!   in one CAS;
+//!   to the pool;
 //! - timestamps chained within a list and placed from the nearest recent anchor, in `i64`
 //!   nanoseconds;
 //! - zones delivered to [`sink`]s: memory, results (each collected list's zones back to the

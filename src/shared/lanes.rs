@@ -4,43 +4,57 @@
 //! Events recorded on one stream run in the order they were recorded, so the order in which
 //! lists begin recording on a lane is the order the GPU runs them. Each list takes a
 //! sequence number from its *home lane* (the lane of its first event) in the same step as
-//! that first record: the lane's entry is locked, the event recorded, the number taken, the
-//! entry unlocked. Two threads starting lists on one lane at once therefore take their
+//! that first record: the lane's place lock is taken, the event recorded, the number taken,
+//! the lock released. Two threads starting lists on one lane at once therefore take their
 //! numbers in the order their first events reach the GPU (a two-step version let a thread
 //! record after another and take its number first). The collector emits the lists of a lane
 //! strictly in sequence order, whatever order they were submitted in and from whichever
 //! threads.
 //!
-//! The table is fixed-size open addressing, insert-only; each entry has a spin lock, taken
-//! once when a list starts (around its first record) and once when it is submitted or
-//! dropped, never per zone:
+//! The table is fixed-size open addressing, insert-only. Each entry has two spin locks, so
+//! that nothing but another first record waits for a backend call:
 //!
 //! ```text
 //!  entry i:  key: AtomicU64   0 = empty, else a 64-bit hash of the lane (never 0)
-//!            next: AtomicU64  bit 0: locked; bits 1..64: the sequence number the next list
-//!                             on this entry takes
+//!            next: AtomicU64  bit 0: the place lock, held around a first record (one backend
+//!                             call); bits 1..64: the sequence number the next list takes
+//!            holders_locked: AtomicBool   the holders' lock, held only to read or change
+//!                             `holders` (never across a backend call)
 //!            holders: UnsafeCell<Vec<(seq, Holder)>>   the places taken and not yet handed
-//!                             to the collector (list submitted or dropped), under the lock
+//!                             to the collector (list submitted or dropped)
 //! ```
+//!
+//! | who | place lock | holders' lock |
+//! | --- | --- | --- |
+//! | a list's first record ([`LaneTable::record_first`]) | spins for it, holds it around the record | spins for it after the record, to register its holder |
+//! | submit or drop of a list ([`LaneTable::release`]) | never | spins for it, to remove its holder |
+//! | the collector ([`LaneTable::try_holder`]) | never | tries once; busy means "ask later" |
+//!
+//! So a first record waits for another first record on its entry, backend call included (a
+//! list starting on the same lane at the same moment, which the one-list-per-stream rule
+//! excludes, or a lane that shares the entry); a holder change (a first record's after its
+//! call, a submit, a drop) waits only for another holder change: a few instructions and, at
+//! worst, the growth of a `Vec`, never a backend call. Neither lock is taken per zone.
 //!
 //! A lane probes up to [`PROBES`] entries from its hash; it claims an empty one with one CAS.
 //! When every probed entry belongs to other lanes (the table filled up with lanes that came
 //! and went, such as a new graph per step), the lane *shares* its first probed entry. Sharing
 //! is always safe: the collector then orders the two lanes' lists together, as if they were
 //! one stream. It only costs head-of-line blocking between the two (one waits while the
-//! other's list is incomplete); a lane that shares with a dead lane loses nothing.
+//! other's list is incomplete) and their first records taking turns; a lane that shares with
+//! a dead lane loses nothing.
 
 use crate::backend::Lane;
 use crate::location::Location;
-use crate::sync::{spin_wait, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{spin_wait, AtomicBool, AtomicU64, Ordering, UnsafeCell};
 
 /// Entries in a table. A power of two.
 pub(crate) const ENTRIES: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 1024 };
 /// Entries a lane looks at before it shares one.
 const PROBES: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 16 };
 
-/// Bit of an entry's `next` set while a thread holds the entry.
-const LOCKED: u64 = 1;
+/// Bit of an entry's `next` set while a thread holds the entry's place lock.
+const PLACE_LOCKED: u64 = 1;
 
 /// Where a list sits in its home lane's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,97 +79,126 @@ pub(crate) struct Holder {
     pub(crate) started_ns: i64,
 }
 
+/// One lane's entry (or several lanes' that share it). Aligned to a cache line: a first
+/// record touches its two locks and its holders in one line, and two lanes' entries never
+/// share a line (packed, a 48-byte entry straddled two lines in some slots, and the first
+/// zone's p99 in the `latency` bench rose by a fifth: docs/benchmarks.md). 64 KB per context.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Entry {
     key: AtomicU64,
-    /// Bit 0: [`LOCKED`]; bits 1..64: the next place.
+    /// Bit 0: [`PLACE_LOCKED`]; bits 1..64: the next place.
     next: AtomicU64,
+    /// Set while a thread reads or writes `holders`.
+    holders_locked: AtomicBool,
     /// The places taken on this entry whose lists are not yet submitted or dropped, in place
-    /// order. Read and written only by the thread holding the lock bit of `next`; its
-    /// capacity is kept, so a lane in use allocates nothing.
+    /// order. Read and written only by the thread holding `holders_locked`; its capacity is
+    /// kept, so a lane in use allocates nothing.
     holders: UnsafeCell<Vec<(u64, Holder)>>,
 }
 
-// Safety: `key` and `next` are atomics; `holders` is accessed only by the thread that holds
-// the entry's lock (`next`'s LOCKED bit, taken with an Acquire RMW and released with a
-// Release store), so no two threads ever access it at once, and each sees the last holder's
-// writes.
+// Safety: `key`, `next` and `holders_locked` are atomics; `holders` is accessed only by the
+// thread that holds `holders_locked` (taken with an Acquire CAS, released with a Release
+// store), so no two threads ever access it at once, and each sees the last holder's writes.
 unsafe impl Sync for Entry {}
 
-/// An entry locked by this thread: unlocked on drop, keeping the next place as it was (a
-/// first record that failed or panicked takes no place).
-struct Locked<'t> {
+/// An entry's place lock, held by this thread: unlocked on drop, keeping the next place as it
+/// was (a first record that failed or panicked takes no place).
+struct PlaceLocked<'t> {
     entry: &'t Entry,
     /// The next place when the lock was taken.
     seq: u64,
 }
 
-impl Locked<'_> {
-    /// The entry's holders. Only the lock's holder gets here.
-    fn with_holders<R>(&self, f: impl FnOnce(&mut Vec<(u64, Holder)>) -> R) -> R {
-        // Safety: this thread holds the entry's lock (`Entry`'s Sync impl says why that
-        // makes the access exclusive); the borrow ends before the lock is released.
-        self.entry.holders.with_mut(|holders| f(unsafe { &mut *holders }))
-    }
-
+impl PlaceLocked<'_> {
     /// Takes the next place and unlocks.
     fn take_place(self) -> u64 {
         let seq = self.seq;
-        // Release: the holder written under the lock is seen by the next thread to lock.
+        // Release: the holder registered before is in `holders` for whoever sees the place
+        // taken (the next first record, and through it the collector).
         self.entry.next.store((seq + 1) << 1, Ordering::Release);
         std::mem::forget(self);
         seq
     }
 }
 
-impl Drop for Locked<'_> {
+impl Drop for PlaceLocked<'_> {
     fn drop(&mut self) {
         // Release: as in `take_place`; the place is not taken.
         self.entry.next.store(self.seq << 1, Ordering::Release);
     }
 }
 
-impl Entry {
-    /// Locks the entry if no thread holds it now; `None` if one does. One CAS, no waiting.
-    fn try_lock(&self) -> Option<Locked<'_>> {
-        // Relaxed: a guess at the unlocked word; the CAS checks it.
-        let word = self.next.load(Ordering::Relaxed);
-        if word & LOCKED != 0 {
-            return None;
-        }
-        // Acquire: as in `lock`. A strong CAS: a spurious failure would only delay the caller
-        // to its next try, but there is no reason to.
-        match self.next.compare_exchange(word, word | LOCKED, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => Some(Locked { entry: self, seq: word >> 1 }),
-            Err(_) => None,
-        }
-    }
+/// An entry's holders' lock, held by this thread: unlocked on drop.
+struct HoldersLocked<'t> {
+    entry: &'t Entry,
+}
 
-    /// Locks the entry, spinning while another thread holds it (it is recording one event,
-    /// or updating the holders).
-    fn lock(&self) -> Locked<'_> {
+impl HoldersLocked<'_> {
+    /// The entry's holders. Only the lock's holder gets here.
+    fn with<R>(&self, f: impl FnOnce(&mut Vec<(u64, Holder)>) -> R) -> R {
+        // Safety: this thread holds `holders_locked` (`Entry`'s Sync impl says why that makes
+        // the access exclusive); the borrow ends before the lock is released.
+        self.entry.holders.with_mut(|holders| f(unsafe { &mut *holders }))
+    }
+}
+
+impl Drop for HoldersLocked<'_> {
+    fn drop(&mut self) {
+        // Release: this thread's changes to `holders` are seen by the next to lock.
+        self.entry.holders_locked.store(false, Ordering::Release);
+    }
+}
+
+impl Entry {
+    /// Takes the place lock, spinning while another thread holds it (it is recording a list's
+    /// first event on this entry).
+    fn lock_place(&self) -> PlaceLocked<'_> {
         // Relaxed: a guess at the unlocked word; the CAS checks it.
-        let mut expected = self.next.load(Ordering::Relaxed) & !LOCKED;
+        let mut expected = self.next.load(Ordering::Relaxed) & !PLACE_LOCKED;
         loop {
-            // Acquire: pairs with the Release store that unlocked: the holders written under
-            // the lock before are visible. A CAS, not a `fetch_or`: a failed CAS writes
-            // nothing, so waiting threads add no stores of their own (loom, which orders a
-            // plain store only against what its thread has seen, would otherwise let a waiter
-            // read its own "locked" forever).
+            // Acquire: pairs with the Release store that unlocked, so the first records of
+            // one entry happen one after another, in place order. A CAS, not a `fetch_or`: a
+            // failed CAS writes nothing, so waiting threads add no stores of their own
+            // (loom, which orders a plain store only against what its thread has seen, would
+            // otherwise let a waiter read its own "locked" forever).
             match self.next.compare_exchange_weak(
                 expected,
-                expected | LOCKED,
+                expected | PLACE_LOCKED,
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Locked { entry: self, seq: expected >> 1 },
+                Ok(_) => return PlaceLocked { entry: self, seq: expected >> 1 },
                 Err(actual) => {
-                    if actual & LOCKED != 0 {
+                    if actual & PLACE_LOCKED != 0 {
                         spin_wait();
                     }
-                    expected = actual & !LOCKED;
+                    expected = actual & !PLACE_LOCKED;
                 }
             }
+        }
+    }
+
+    /// Takes the holders' lock if no thread holds it now; `None` if one does. One CAS, no
+    /// waiting.
+    fn try_lock_holders(&self) -> Option<HoldersLocked<'_>> {
+        // Acquire: pairs with the Release store that unlocked: the holders written under the
+        // lock before are visible. A strong CAS: a spurious failure would only send the
+        // caller away for nothing.
+        self.holders_locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| HoldersLocked { entry: self })
+    }
+
+    /// Takes the holders' lock, spinning while another thread holds it (it is adding,
+    /// removing or reading one holder).
+    fn lock_holders(&self) -> HoldersLocked<'_> {
+        loop {
+            if let Some(locked) = self.try_lock_holders() {
+                return locked;
+            }
+            spin_wait();
         }
     }
 }
@@ -186,6 +229,7 @@ impl LaneTable {
                 .map(|_| Entry {
                     key: AtomicU64::new(0),
                     next: AtomicU64::new(0),
+                    holders_locked: AtomicBool::new(false),
                     holders: UnsafeCell::new(Vec::new()),
                 })
                 .collect(),
@@ -220,25 +264,30 @@ impl LaneTable {
     /// no other list of the lane can record its first event between the two, so places
     /// follow the GPU order of first events. The place is registered as held by `holder()`
     /// until [`release`](Self::release). If `record` fails (or unwinds), no place is taken.
+    ///
+    /// Waits while another first record on the lane's entry is under way (the place lock),
+    /// then, after `record`, while a holder of the entry is being added or removed.
     pub(crate) fn record_first<R, E>(
         &self,
         lane: Lane,
         record: impl FnOnce() -> Result<R, E>,
         holder: impl FnOnce() -> Holder,
     ) -> Result<(LaneSeq, R), E> {
-        let entry = self.entry(lane);
-        let locked = self.entries[entry].lock();
+        let index = self.entry(lane);
+        let entry = &self.entries[index];
+        let place = entry.lock_place();
         let out = record()?;
         let holder = holder();
-        locked.with_holders(|holders| holders.push((locked.seq, holder)));
-        let seq = locked.take_place();
-        Ok((LaneSeq { entry: entry as u32, seq }, out))
+        entry.lock_holders().with(|holders| holders.push((place.seq, holder)));
+        let seq = place.take_place();
+        Ok((LaneSeq { entry: index as u32, seq }, out))
     }
 
-    /// The list at `place` was submitted or dropped: it no longer holds its place.
+    /// The list at `place` was submitted or dropped: it no longer holds its place. Waits only
+    /// while another holder of the entry is being added, removed or read, never for a first
+    /// record's backend call.
     pub(crate) fn release(&self, place: LaneSeq) {
-        let locked = self.entries[place.entry as usize].lock();
-        locked.with_holders(|holders| {
+        self.entries[place.entry as usize].lock_holders().with(|holders| {
             if let Some(i) = holders.iter().position(|(seq, _)| *seq == place.seq) {
                 holders.remove(i);
             }
@@ -249,21 +298,21 @@ impl LaneTable {
     /// dropped); `None` once it was handed to the collector, or for a place not taken yet.
     #[cfg(test)]
     pub(crate) fn holder(&self, place: LaneSeq) -> Option<Holder> {
-        let locked = self.entries.get(place.entry as usize)?.lock();
+        let locked = self.entries.get(place.entry as usize)?.lock_holders();
         Self::holder_of(&locked, place)
     }
 
     /// [`holder`](Self::holder) without waiting, for the collector: `None` when a recorder
-    /// holds the lane's lock now (it is taking or giving up a place: ask again later), else
-    /// the answer. A collector never spins on a lock recorders take.
+    /// holds the entry's holders' lock now (it is registering or giving up a place: ask
+    /// again later), else the answer. A collector never spins on a lock recorders take.
     pub(crate) fn try_holder(&self, place: LaneSeq) -> Option<Option<Holder>> {
         let Some(entry) = self.entries.get(place.entry as usize) else { return Some(None) };
-        let locked = entry.try_lock()?;
+        let locked = entry.try_lock_holders()?;
         Some(Self::holder_of(&locked, place))
     }
 
-    fn holder_of(locked: &Locked<'_>, place: LaneSeq) -> Option<Holder> {
-        locked.with_holders(|holders| {
+    fn holder_of(locked: &HoldersLocked<'_>, place: LaneSeq) -> Option<Holder> {
+        locked.with(|holders| {
             holders.iter().find(|(seq, _)| *seq == place.seq).map(|(_, holder)| holder.clone())
         })
     }
@@ -334,8 +383,8 @@ mod tests {
         seqs.sort_unstable();
         assert_eq!(seqs, (0..2000).collect::<Vec<_>>());
         let entry = take(&table, Lane::Stream(3)).entry as usize;
-        let locked = table.entries[entry].lock();
-        assert_eq!(locked.with_holders(|h| h.len()), 1, "released places hold nothing; the last still does");
+        let holders = table.entries[entry].lock_holders().with(|h| h.len());
+        assert_eq!(holders, 1, "released places hold nothing; the last still does");
     }
 
     #[test]
@@ -369,15 +418,55 @@ mod tests {
     }
 
     #[test]
-    fn try_holder_answers_unless_a_recorder_holds_the_lane_now() {
+    fn try_holder_answers_unless_a_recorder_changes_the_holders_now() {
         let table = LaneTable::new();
         let lane = Lane::Stream(9);
         let (place, ()) = table.record_first(lane, || Ok::<_, ()>(()), || holder(41)).unwrap();
         assert_eq!(table.try_holder(place).map(|h| h.map(|h| h.list_id)), Some(Some(41)));
-        let busy = table.entries[place.entry as usize].lock();
-        assert!(table.try_holder(place).is_none(), "the lane is locked: no answer, no wait");
+        let busy = table.entries[place.entry as usize].lock_holders();
+        assert!(table.try_holder(place).is_none(), "the holders are locked: no answer, no wait");
         drop(busy);
+        let first_record = table.entries[place.entry as usize].lock_place();
+        assert_eq!(
+            table.try_holder(place).map(|h| h.map(|h| h.list_id)),
+            Some(Some(41)),
+            "a first record under way does not keep the collector from an answer"
+        );
+        drop(first_record);
         table.release(place);
         assert_eq!(table.try_holder(place).map(|h| h.is_some()), Some(false), "handed to the collector");
+    }
+
+    /// A list's first record holds its lane's place lock for the whole backend call: a list
+    /// of that lane submitted or dropped meanwhile gives its place up without waiting for it.
+    /// The record waits for the release (up to a patience that a release waiting for the
+    /// record would use up).
+    #[test]
+    fn a_release_does_not_wait_for_a_first_record_under_way_on_its_lane() {
+        let table = LaneTable::new();
+        let lane = Lane::Stream(4);
+        let (earlier, ()) = table.record_first(lane, || Ok::<_, ()>(()), || holder(1)).unwrap();
+        let (recording, recording_rx) = std::sync::mpsc::channel();
+        let (released, released_rx) = std::sync::mpsc::channel::<()>();
+        let later = std::thread::scope(|s| {
+            let table = &table;
+            let later = s.spawn(move || {
+                table.record_first(
+                    lane,
+                    || {
+                        recording.send(()).unwrap();
+                        released_rx.recv_timeout(std::time::Duration::from_secs(5)).map_err(|_| "waited")
+                    },
+                    || holder(2),
+                )
+            });
+            recording_rx.recv().unwrap();
+            table.release(earlier);
+            released.send(()).unwrap();
+            later.join().unwrap()
+        });
+        let (later, ()) = later.expect("the release returned while the first record was in its call");
+        assert!(table.holder(earlier).is_none());
+        assert_eq!((later.seq, table.holder(later).map(|h| h.list_id)), (1, Some(2)));
     }
 }

@@ -1,9 +1,10 @@
 //! `EventList`: the zones of one command buffer, recorded by one thread.
 //!
-//! A list owns its slots outright (state Owned) and needs no synchronization to record: the
-//! only shared operation is refilling its small reservation of slots from the thread's
+//! A list owns its slots outright (state Owned) and needs no lock to record a zone: the
+//! shared operations are refilling its small reservation of slots from the thread's
 //! magazine, whole segments at a time (a batch each), with one CAS on the freelist when the
-//! magazine is empty. Its events are chained through the slots' links in recording order,
+//! magazine is empty (and, when the pool is empty, its growth), and, once per list, taking
+//! and giving up its place on its lane (`shared/lanes.rs`: the lane's two locks). Its events are chained through the slots' links in recording order,
 //! followed by its reservation (`slots/runs.rs`: the chain goes back to the pool whole, in
 //! segments), and their records kept in the list's own buffer, in the same order, each
 //! naming its slot (`shared/record.rs`):
@@ -64,6 +65,25 @@ const UNSUPPORTED: &str = "not supported by a backend timed by activities";
 ///
 /// A list has one owner and may move between threads (`Send`). Dropping a list that was not
 /// submitted returns its slots to the pool and emits nothing.
+///
+/// Recording a zone takes no lock: its event comes from the list's own reservation of slots,
+/// refilled from the thread's cache of free slots and a lock-free freelist behind it. A
+/// recording thread waits for another thread only when:
+///
+/// - the list records its first event on a stream: that event and the list's place in the
+///   stream's order are one step under a lock of the stream, held for that backend call, so
+///   a list starting on the same stream at the same moment waits for it (one list records on
+///   a stream at a time, so this is only seen between streams that share an entry of the
+///   context's table of streams, after about a thousand distinct streams and graphs);
+/// - the list first records, is submitted or is dropped: a second lock of its stream,
+///   never held across a backend call, is taken for a few instructions (a drop also takes
+///   its thread's lock of places given up, which the collector empties);
+/// - a zone (or [`TracingContext::list`](crate::TracingContext::list), which reserves the
+///   first zone's slots) needs slots while the pool is empty and another thread is growing
+///   it: it waits until the page of events is made;
+/// - a zone needs slots while the pool is at its maximum: it collects before it is dropped
+///   (that collect calls the sinks and may wait for another thread's collect to finish its
+///   last round).
 ///
 /// ```
 /// use gpu_event_pool::{location, sim::SimBackend, TracingContext};
@@ -202,6 +222,10 @@ impl<B: Backend> EventList<B> {
     /// Begins a zone on `stream`: records one event there, unless the location's level is
     /// above the context's verbosity (then nothing is recorded and `Ok` is returned).
     ///
+    /// The list's first event also takes the list's place in its stream's order, under a lock
+    /// of that stream held for the backend call: a list starting on the same stream at that
+    /// moment waits for it (see [`EventList`] for every wait of the recording calls).
+    ///
     /// On an error the zone is still opened (as dropped), so the matching
     /// [`zone_end`](Self::zone_end) keeps the nesting balanced.
     pub fn zone_begin(
@@ -329,10 +353,13 @@ impl<B: Backend> EventList<B> {
     /// reservation back to the pool. The caller has checked context and open zones.
     pub(crate) fn submit(mut self) {
         if B::PLACEMENT == Placement::Submit && self.runs.used() > 0 {
-            // The place is taken now, in submission order, under the lane's lock and held
+            // The place is taken now, in submission order, under the lane's locks and held
             // until the queue has the list, as a first record's is.
             let (ctx, list_id, first) = (&self.ctx, self.id, &self.records[0]);
-            let holder = || holder(list_id, first.lane, first.begins.as_ref(), ctx.backend().host_now_ns());
+            // Read before the lane is locked, as a first record's start is: no backend call
+            // is made under the lane's locks here.
+            let started = ctx.backend().host_now_ns();
+            let holder = || holder(list_id, first.lane, first.begins.as_ref(), started);
             let taken =
                 ctx.lanes().record_first(first.lane, || Ok::<_, std::convert::Infallible>(()), holder);
             self.home = taken.ok().map(|(home, ())| home);

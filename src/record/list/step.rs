@@ -360,7 +360,7 @@ fn mark(ends: bool, begins: bool) -> Mark {
 }
 
 /// Records list `list_id`'s first event (`event`) and takes the list's place on `lane` in one
-/// step, under the lane's lock (`Placement::FirstRecord`); returns the place, the host time
+/// step, under the lane's place lock (`Placement::FirstRecord`); returns the place, the host time
 /// read just before, and what `event` returned. Out of line: once per list.
 #[cold]
 #[inline(never)]

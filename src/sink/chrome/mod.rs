@@ -102,5 +102,5 @@ mod sink;
 mod tracks;
 mod watch;
 
-pub use output::ChromeTrace;
+pub use output::{ChromeTrace, TraceFileError};
 pub use sink::{ChromeClock, ChromeTraceSink};

@@ -5,7 +5,7 @@
 
 use super::tracks::CpuTracks;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 // The sinks' shared output is outside the pool's modelled concurrency (only collectors call
 // sinks): plain std.
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -58,12 +58,45 @@ enum Command {
     Flush(&'static [u8], std::sync::mpsc::SyncSender<std::io::Result<()>>),
 }
 
+/// A trace file ([`ChromeTrace::create`]) that could not be created or written. It comes
+/// inside the [`std::io::Error`] that `create` and the sink's calls return (of the same
+/// [`kind`](std::io::Error::kind)), so that the message names the file:
+///
+/// ```
+/// use gpu_event_pool::sink::chrome::{ChromeTrace, TraceFileError};
+///
+/// let path = std::env::temp_dir().join("no such directory").join("trace.json");
+/// let error = ChromeTrace::create(&path).unwrap_err();
+/// assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+/// assert!(error.to_string().contains(&*path.to_string_lossy()), "{error}");
+/// let file = error.get_ref().and_then(|e| e.downcast_ref::<TraceFileError>()).unwrap();
+/// assert_eq!(file.path, path);
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("trace file {}: {error}", path.display())]
+pub struct TraceFileError {
+    /// The trace file's path, as given to `create`.
+    pub path: PathBuf,
+    /// What the system said.
+    pub error: std::io::Error,
+}
+
+impl TraceFileError {
+    /// `error`, as an `std::io::Error` of its kind whose message names `path`.
+    fn wrap(path: &Path, error: std::io::Error) -> std::io::Error {
+        std::io::Error::new(error.kind(), Self { path: path.to_owned(), error })
+    }
+}
+
 /// A trace file written by a thread of its own, so that the kernel's work of each write
 /// (measured: about 575 ns per zone on the 2-core machine, half of the emitter's serial
 /// time) is not done by the collector, whose emitting is serial. Stages of [`HAND_OFF`]
-/// bytes go to the thread over a bounded channel; a write that fails is reported by the next
-/// write or flush. Dropping it ends the thread once everything is written.
+/// bytes go to the thread over a bounded channel; a write that fails there is reported by a
+/// later write (the first after the thread has recorded the failure) or, at the latest, by
+/// the next flush, which waits for the thread. Every error it returns names the file
+/// ([`TraceFileError`]). Dropping it ends the thread once everything is written.
 struct FileWriter {
+    path: PathBuf,
     to: Option<std::sync::mpsc::SyncSender<Command>>,
     /// Emptied stages back from the thread, for reuse.
     spent: std::sync::mpsc::Receiver<Vec<u8>>,
@@ -75,47 +108,65 @@ struct FileWriter {
 }
 
 impl FileWriter {
-    fn spawn(file: std::fs::File) -> std::io::Result<Self> {
+    /// Creates the file at `path` (replacing any file there) and its writer thread.
+    fn create(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::File::create(path).map_err(|e| TraceFileError::wrap(path, e))?;
         let (to, commands) = std::sync::mpsc::sync_channel::<Command>(IN_FLIGHT);
         let (give_back, spent) = std::sync::mpsc::channel();
         let failed = Arc::new(Mutex::new(None));
         let record_failure = Arc::clone(&failed);
-        let thread = std::thread::Builder::new().name("chrome trace writer".into()).spawn(move || {
-            let mut out = BufWriter::with_capacity(HAND_OFF, file);
-            let fail = |e: std::io::Error| {
-                record_failure.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(e);
-            };
-            for command in commands {
-                match command {
-                    Command::Write(mut text) => {
-                        if let Err(e) = out.write_all(&text) {
-                            fail(e);
+        let thread = std::thread::Builder::new()
+            .name("chrome trace writer".into())
+            .spawn(move || {
+                let mut out = BufWriter::with_capacity(HAND_OFF, file);
+                let fail = |e: std::io::Error| {
+                    record_failure.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(e);
+                };
+                for command in commands {
+                    match command {
+                        Command::Write(mut text) => {
+                            if let Err(e) = out.write_all(&text) {
+                                fail(e);
+                            }
+                            text.clear();
+                            let _ = give_back.send(text);
                         }
-                        text.clear();
-                        let _ = give_back.send(text);
-                    }
-                    Command::Flush(trailer, answer) => {
-                        let flushed = out
-                            .write_all(trailer)
-                            .and_then(|()| out.flush())
-                            .and_then(|()| out.seek(SeekFrom::Current(-TRAILER_LEN)).map(drop));
-                        let earlier = record_failure.lock().unwrap_or_else(PoisonError::into_inner).take();
-                        let _ = answer.send(earlier.map_or(flushed, Err));
+                        Command::Flush(trailer, answer) => {
+                            let flushed = out
+                                .write_all(trailer)
+                                .and_then(|()| out.flush())
+                                .and_then(|()| out.seek(SeekFrom::Current(-TRAILER_LEN)).map(drop));
+                            let earlier =
+                                record_failure.lock().unwrap_or_else(PoisonError::into_inner).take();
+                            let _ = answer.send(earlier.map_or(flushed, Err));
+                        }
                     }
                 }
-            }
-            // The trace is done: the last trailer written stays (the caller wrote it).
-            let _ = out.flush();
-        })?;
-        Ok(Self { to: Some(to), spent, failed, thread: Some(thread), pending: Vec::new() })
+                // The trace is done: the last trailer written stays (the caller wrote it).
+                let _ = out.flush();
+            })
+            .map_err(|e| TraceFileError::wrap(path, e))?;
+        Ok(Self {
+            path: path.to_owned(),
+            to: Some(to),
+            spent,
+            failed,
+            thread: Some(thread),
+            pending: Vec::new(),
+        })
     }
 
     /// A failure of an earlier write on the thread.
     fn take_failure(&self) -> std::io::Result<()> {
         match self.failed.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            Some(e) => Err(e),
+            Some(e) => Err(TraceFileError::wrap(&self.path, e)),
             None => Ok(()),
         }
+    }
+
+    /// The error of a writer thread that is gone (it panicked).
+    fn gone(&self) -> std::io::Error {
+        TraceFileError::wrap(&self.path, std::io::Error::other("the chrome trace writer thread is gone"))
     }
 
     /// Hands the pending text to the thread.
@@ -125,17 +176,17 @@ impl FileWriter {
         }
         let fresh = self.spent.try_recv().unwrap_or_else(|_| Vec::with_capacity(HAND_OFF));
         let text = std::mem::replace(&mut self.pending, fresh);
-        let gone = || std::io::Error::other("the chrome trace writer thread is gone");
-        self.to.as_ref().ok_or_else(gone)?.send(Command::Write(text)).map_err(|_| gone())
+        let to = self.to.as_ref().ok_or_else(|| self.gone())?;
+        to.send(Command::Write(text)).map_err(|_| self.gone())
     }
 
     /// Writes everything, then `trailer`, flushes the file and moves back over the trailer.
     fn flush_with(&mut self, trailer: &'static [u8]) -> std::io::Result<()> {
         self.hand_off()?;
         let (answer, outcome) = std::sync::mpsc::sync_channel(1);
-        let gone = || std::io::Error::other("the chrome trace writer thread is gone");
-        self.to.as_ref().ok_or_else(gone)?.send(Command::Flush(trailer, answer)).map_err(|_| gone())?;
-        outcome.recv().map_err(|_| gone())?
+        let to = self.to.as_ref().ok_or_else(|| self.gone())?;
+        to.send(Command::Flush(trailer, answer)).map_err(|_| self.gone())?;
+        outcome.recv().map_err(|_| self.gone())?.map_err(|e| TraceFileError::wrap(&self.path, e))
     }
 }
 
@@ -307,8 +358,13 @@ impl ChromeTrace {
 
     /// A trace written to a new file at `path` (replacing any file there), with its origin
     /// now. The file is a complete JSON array after every flush of any of its sinks.
+    ///
+    /// Its file is written by a thread of its own. A write that fails there (a full disk) is
+    /// reported by a later call of a sink of the trace, and at the latest by the next flush
+    /// (which waits for the thread). Every error of the file, this function's included, names
+    /// its path: it is a [`TraceFileError`] inside the `std::io::Error`.
     pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
-        let writer = FileWriter::spawn(std::fs::File::create(path)?)?;
+        let writer = FileWriter::create(path.as_ref())?;
         Ok(Self::with_output(Output::File(writer)))
     }
 

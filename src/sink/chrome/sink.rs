@@ -223,7 +223,8 @@ impl ChromeTraceSink {
 
     /// A sink writing to a new file at `path` (replacing any file there), on the host clock
     /// from now: a [`ChromeTrace`] with this one sink. The file is a complete JSON array
-    /// after every flush.
+    /// after every flush. Its errors, this function's and the sink's, name the file
+    /// ([`TraceFileError`](super::TraceFileError), as for [`ChromeTrace::create`]).
     pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
         Ok(ChromeTrace::create(path)?.sink())
     }
