@@ -239,8 +239,8 @@ impl<B: Backend> TracingContext<B> {
     }
 
     /// Sets the verbosity from now on (zones begun after the call; a zone already open is still
-    /// ended). Costs recording one relaxed atomic load per call, and never uses up a Tracy
-    /// context the way rebuilding a context would.
+    /// ended). Recording reads it with a relaxed load: no lock, no read-modify-write; and it
+    /// never uses up a Tracy context the way rebuilding a context would.
     pub fn set_verbosity(&self, verbosity: Verbosity) {
         self.inner().set_verbosity(verbosity);
     }
@@ -265,7 +265,8 @@ impl<B: Backend> TracingContext<B> {
 
     /// Turns the NVTX ranges around zones on or off (feature `nvtx`). A zone begun while on
     /// pops its range when it ends, even if the switch is off by then. Like the other
-    /// switches, it costs recording no more than the one relaxed load they share.
+    /// switches, it costs recording nothing beyond the switches' relaxed load that recording
+    /// makes anyway.
     #[cfg(feature = "nvtx")]
     #[cfg_attr(docsrs, doc(cfg(feature = "nvtx")))]
     pub fn set_nvtx_ranges(&self, on: bool) {
@@ -280,8 +281,8 @@ impl<B: Backend> TracingContext<B> {
     }
 
     /// Turns launch recording on or off ([`Builder::record_launches`](crate::Builder::record_launches))
-    /// for zones begun from now on. Like the other switches, it costs recording no more than
-    /// the one relaxed load they share while off.
+    /// for zones begun from now on. Like the other switches, it costs recording nothing beyond
+    /// the switches' relaxed load that recording makes anyway, while off.
     pub fn set_record_launches(&self, on: bool) {
         self.inner().set_record_launches(on);
     }
@@ -343,8 +344,11 @@ impl<B: Backend> TracingContext<B> {
         self.inner().current_frame()
     }
 
-    /// Submits a list: its zones will be collected once the GPU has run them. Lock-free (one
-    /// CAS, plus one to return the list's unused reservation).
+    /// Submits a list: its zones will be collected once the GPU has run them. Pushes the list
+    /// on the submission queue with a compare-and-swap, returns its unused reservation to the
+    /// thread's cache of free slots, and takes its stream's holders' lock for a few
+    /// instructions (never held across a backend call; [`EventList`] lists every wait of
+    /// recording). Never waits for the GPU or a sink.
     ///
     /// Refuses, handing the list back, if it has open zones or belongs to another context.
     ///

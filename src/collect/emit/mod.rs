@@ -226,7 +226,7 @@ impl<B: Backend> EventOrder<B> {
                 let stall = match stalled.get(&entry) {
                     Some(stall) if stall.place == *next => *stall,
                     _ => {
-                        // A recorder holds the lane's lock now: ask at the next emit.
+                        // A recorder holds the lane's holders' lock now: ask at the next emit.
                         let Some(holder) = ctx.lanes().try_holder(place) else { break };
                         let stall = Stall { place: *next, since: holder.map(|holder| holder.started_ns) };
                         stalled.insert(entry, stall);
