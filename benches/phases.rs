@@ -61,7 +61,7 @@ mod common;
 use common::null_backend::{NullBackend, NullEvent, NullGraph, NullStream};
 use common::results::{cores_available, machine, results_dir};
 use crossbeam_utils::CachePadded;
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
+use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::{Calibration, ContextInfo, Sink, Zone, ZoneBatch};
 use gpu_event_pool::{
@@ -571,7 +571,7 @@ fn e2e(variant: &str, threads: usize, seconds: f64) -> Row {
             measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 192))
         }
         "e2e_chrome" => {
-            let sink = ChromeTraceSink::new(BufWriter::new(std::io::sink()));
+            let sink = ChromeTrace::new(BufWriter::new(std::io::sink())).sink();
             let ctx = builder(NullBackend::default()).sink(sink).build().expect("context");
             measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0))
         }
@@ -787,7 +787,7 @@ fn single(variant: &str, seconds: f64) -> Row {
     let mut zones = batch_zones();
     let (ns, cpu, count) = match variant {
         "sink_chrome_direct" => {
-            let mut sink = ChromeTraceSink::new(BufWriter::new(std::io::sink()));
+            let mut sink = ChromeTrace::new(BufWriter::new(std::io::sink())).sink();
             sink.open(&info).expect("open");
             per_zone(seconds, |list_id| {
                 advance(&mut zones);

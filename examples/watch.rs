@@ -9,7 +9,7 @@
 //! ```
 
 use gpu_event_pool::sim::SimBackend;
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
+use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::frames::FrameStats;
 use gpu_event_pool::sink::ZoneNode;
 use gpu_event_pool::{location, TracingContext, Verbosity};
@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .capacity(64, 1024)
         .sink(stats.sink())
         // Counters: slots in use, zones dropped, lists pending, collection lag (1 ms apart at most).
-        .sink(ChromeTraceSink::create(&path)?.with_counters(Duration::from_millis(1)))
+        .sink(ChromeTrace::create(&path)?.sink().with_counters(Duration::from_millis(1)))
         .collect_every(Duration::from_millis(1))
         .build()?;
     ctx.name_stream(&graphics, "graphics");

@@ -11,7 +11,7 @@
 //! zone over the frames, and fails if a zone was lost.
 
 use gpu_event_pool::backend::wgpu::{WgpuBackend, WgpuEncoder};
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
+use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::frames::FrameStats;
 use gpu_event_pool::sink::ZoneNode;
 use gpu_event_pool::{location, DynamicLocation, TracingContext};
@@ -52,7 +52,7 @@ fn main() -> Result<()> {
     let lane = backend.queue();
     let ctx = TracingContext::builder(backend)
         .name("wgpu")
-        .sink(ChromeTraceSink::create(&path)?)
+        .sink(ChromeTrace::create(&path)?.sink())
         .sink(stats.sink())
         .collect_every(Duration::from_millis(2))
         .build()?;

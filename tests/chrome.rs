@@ -2,7 +2,7 @@
 //! the host clock it lines up with a CPU trace of the same run.
 
 use gpu_event_pool::sim::SimBackend;
-use gpu_event_pool::sink::chrome::{ChromeClock, ChromeTrace, ChromeTraceSink};
+use gpu_event_pool::sink::chrome::{ChromeClock, ChromeTrace};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::{location, Backend, TracingContext, Verbosity};
 use serde_json::Value;
@@ -51,7 +51,7 @@ fn chrome_trace_has_one_complete_event_per_zone_nested_per_stream() {
     let streams = [sim.stream(), sim.stream()];
     let ctx = TracingContext::builder(sim.clone())
         .name("test gpu")
-        .sink(ChromeTraceSink::create(&path).unwrap())
+        .sink(ChromeTrace::create(&path).unwrap().sink())
         .build()
         .unwrap();
     let id = ctx.info().id;
@@ -126,7 +126,7 @@ fn gpu_zones_fall_inside_the_cpu_span_that_waited_for_them_in_a_merged_trace() {
     std::thread::sleep(Duration::from_millis(50));
     let gpu = SimBackend::realtime();
     let stream = gpu.stream();
-    let trace = ChromeTraceSink::create(&gpu_path).unwrap().with_origin(origin).with_pid(2);
+    let trace = ChromeTrace::create(&gpu_path).unwrap().sink().with_origin(origin).with_pid(2);
     let ctx = TracingContext::builder(gpu.clone()).name("gpu").sink(trace).build().unwrap();
     ctx.name_stream(&stream, "compute");
 
@@ -179,9 +179,9 @@ fn host_clock_ts_is_the_zone_host_time_on_the_origin_clock_and_gpu_clock_ts_is_g
     let stream = gpu.stream();
     let origin = Instant::now();
     let memory = MemorySink::new();
-    let host = ChromeTraceSink::create(dir.join("host.json")).unwrap().with_origin(origin);
+    let host = ChromeTrace::create(dir.join("host.json")).unwrap().sink().with_origin(origin);
     assert_eq!(host.clock(), ChromeClock::Host, "the default");
-    let gpu_clock = ChromeTraceSink::create(dir.join("gpu.json")).unwrap().with_clock(ChromeClock::Gpu);
+    let gpu_clock = ChromeTrace::create(dir.join("gpu.json")).unwrap().sink().with_clock(ChromeClock::Gpu);
     let ctx =
         TracingContext::builder(gpu.clone()).sink(memory.clone()).sink(host).sink(gpu_clock).build().unwrap();
     let mut list = ctx.list();
@@ -216,8 +216,10 @@ fn named_streams_get_their_names_as_tracks_and_a_later_name_replaces_the_first()
     let path = dir.join("trace.json");
     let sim = SimBackend::manual();
     let (named, renamed, plain) = (sim.stream(), sim.stream(), sim.stream());
-    let ctx =
-        TracingContext::builder(sim.clone()).sink(ChromeTraceSink::create(&path).unwrap()).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone())
+        .sink(ChromeTrace::create(&path).unwrap().sink())
+        .build()
+        .unwrap();
     let record = |stream| {
         let mut list = ctx.list();
         list.zone_begin(stream, location!("work")).unwrap();
@@ -264,8 +266,10 @@ fn the_trace_is_valid_json_while_an_empty_list_of_a_dropped_context_lives() {
     let path = dir.join("trace.json");
     let sim = SimBackend::manual();
     let stream = sim.stream();
-    let ctx =
-        TracingContext::builder(sim.clone()).sink(ChromeTraceSink::create(&path).unwrap()).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone())
+        .sink(ChromeTrace::create(&path).unwrap().sink())
+        .build()
+        .unwrap();
     let mut list = ctx.list();
     list.zone_begin(&stream, location!("work")).unwrap();
     sim.launch(&stream, 1_000);
@@ -287,8 +291,10 @@ fn the_trace_stays_valid_json_across_flushes_and_writes() {
     let path = dir.join("trace.json");
     let sim = SimBackend::manual();
     let stream = sim.stream();
-    let ctx =
-        TracingContext::builder(sim.clone()).sink(ChromeTraceSink::create(&path).unwrap()).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone())
+        .sink(ChromeTrace::create(&path).unwrap().sink())
+        .build()
+        .unwrap();
     ctx.flush().unwrap();
     assert_eq!(parse(&path).len(), 1, "only the process name");
     for round in 1..=3 {
@@ -461,7 +467,7 @@ fn zones_that_overlap_without_nesting_go_to_rows_of_their_own_so_nothing_is_fals
     use gpu_event_pool::Lane;
     let dir = scratch("overlap-rows");
     let path = dir.join("trace.json");
-    let mut sink = ChromeTraceSink::create(&path).unwrap().with_clock(ChromeClock::Gpu);
+    let mut sink = ChromeTrace::create(&path).unwrap().sink().with_clock(ChromeClock::Gpu);
     let info = ContextInfo {
         id: 7,
         name: "vulkan".into(),

@@ -357,7 +357,7 @@ fn a_list_held_open_past_the_hold_limit_is_reported_and_its_lane_moves_on() {
     let stream = sim.stream();
     let zones = MemorySink::new();
     let (writer, json) = trace_check::SharedWriter::new();
-    let trace = gpu_event_pool::sink::chrome::ChromeTraceSink::new(writer);
+    let trace = gpu_event_pool::sink::chrome::ChromeTrace::new(writer).sink();
     let ctx = TracingContext::builder(sim.clone())
         .hold_limit(Duration::from_millis(10))
         .sink(zones.clone())

@@ -176,7 +176,7 @@ fn the_trace_is_complete_when_the_last_handle_is_dropped(own_thread: bool) {
         let sim = SimBackend::realtime();
         let stream = sim.stream();
         let mut builder = TracingContext::builder(sim.clone())
-            .sink(gpu_event_pool::sink::chrome::ChromeTraceSink::new(file))
+            .sink(gpu_event_pool::sink::chrome::ChromeTrace::new(file).sink())
             .sink(Slow);
         if own_thread {
             builder = builder.collect_every(Duration::from_micros(1));

@@ -2,7 +2,7 @@
 //! as written (the sentence it backs is quoted above each test).
 
 use gpu_event_pool::sim::SimBackend;
-use gpu_event_pool::sink::chrome::{ChromeTrace, ChromeTraceSink, TraceFileError};
+use gpu_event_pool::sink::chrome::{ChromeTrace, TraceFileError};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::{Calibration, ContextInfo, CounterSample, Sink, Zone, ZoneBatch};
 use gpu_event_pool::{location, DynamicLocation, Error, Lane, RecordError, TracingContext};
@@ -152,7 +152,7 @@ fn counter_events(text: &[u8]) -> Vec<(String, f64)> {
 #[test]
 fn a_counter_sample_writes_only_the_counters_that_changed_since_the_last_written() {
     let out = SharedWriter::default();
-    let mut sink = ChromeTraceSink::new(out.clone()).with_counters(Duration::ZERO);
+    let mut sink = ChromeTrace::new(out.clone()).sink().with_counters(Duration::ZERO);
     sink.open(&info()).unwrap();
     let mut sample =
         CounterSample { host_ns: 1_000, slots_in_use: 4, zones_dropped: 0, lists_pending: 1, lag_ns: None };
@@ -244,18 +244,14 @@ fn a_trace_file_that_cannot_be_written_fails_the_contexts_flush_with_the_files_p
     assert!(error.to_string().contains("trace file /dev/full"), "{error}");
 }
 
-/// `ChromeTrace::create` and `ChromeTraceSink::create`: an error names the path it could not
-/// create.
+/// `ChromeTrace::create`: an error names the path it could not create.
 #[test]
 fn a_trace_file_that_cannot_be_created_is_an_error_naming_its_path() {
     let missing = std::env::temp_dir().join("gpu-event-pool no such directory").join("trace.json");
-    let errors = [ChromeTrace::create(&missing).unwrap_err(), ChromeTraceSink::create(&missing).unwrap_err()];
-    for error in errors {
-        assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
-        assert!(error.to_string().contains(&*missing.to_string_lossy()), "{error}");
-        let file =
-            error.get_ref().and_then(|e| e.downcast_ref::<TraceFileError>()).expect("a TraceFileError");
-        assert_eq!(file.path, missing);
-        assert_eq!(file.error.kind(), std::io::ErrorKind::NotFound);
-    }
+    let error = ChromeTrace::create(&missing).unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+    assert!(error.to_string().contains(&*missing.to_string_lossy()), "{error}");
+    let file = error.get_ref().and_then(|e| e.downcast_ref::<TraceFileError>()).expect("a TraceFileError");
+    assert_eq!(file.path, missing);
+    assert_eq!(file.error.kind(), std::io::ErrorKind::NotFound);
 }

@@ -2,7 +2,7 @@
 //! at once, an exhausted pool, and the last handle (issue 18, section 2).
 
 use gpu_event_pool::sim::{SimBackend, SimEvent, SimGraph, SimGraphNode, SimStream};
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
+use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
 use gpu_event_pool::{location, Backend, BackendError, RecordError, Stats, TracingContext};
@@ -282,7 +282,8 @@ fn dropping_the_last_handle_completes_a_chrome_trace_while_a_list_is_alive() {
     let sim = SimBackend::manual();
     let stream = sim.stream();
     let out = SharedBuffer::default();
-    let ctx = TracingContext::builder(sim.clone()).sink(ChromeTraceSink::new(out.clone())).build().unwrap();
+    let ctx =
+        TracingContext::builder(sim.clone()).sink(ChromeTrace::new(out.clone()).sink()).build().unwrap();
     let mut list = ctx.list();
     list.zone_begin(&stream, location!("dispatch")).unwrap();
     sim.launch(&stream, 1_000);

@@ -212,7 +212,7 @@ fn a_dynamic_name_keeps_its_call_site_and_its_arguments_reach_chrome_args() {
     let sim = SimBackend::manual();
     let stream = sim.stream();
     let ctx = TracingContext::builder(sim.clone())
-        .sink(gpu_event_pool::sink::chrome::ChromeTraceSink::create(&path).unwrap())
+        .sink(gpu_event_pool::sink::chrome::ChromeTrace::create(&path).unwrap().sink())
         .build()
         .unwrap();
     let mut list = ctx.list();

@@ -5,7 +5,7 @@
 //! what a capture would: each context is one lane of Tracy's GPU timeline.
 
 use gpu_event_pool::sim::SimBackend;
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
+use gpu_event_pool::sink::chrome::{ChromeTrace, ChromeTraceSink};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::tracy::{
     TracyApi, TracyContextIds, TracyGpuKind, TracySink, DEFAULT_MAX_STREAM_LANES, MAX_CONTEXTS,
@@ -606,7 +606,7 @@ fn back_to_back(lane: Lane, begin: i64, len: i64, n: i64) -> Vec<Zone> {
 /// A Chrome trace sink writing into memory, and a way to read its zones' durations back (ns).
 fn chrome_sink() -> (ChromeTraceSink, Arc<Mutex<Vec<u8>>>) {
     let (writer, out) = trace_check::SharedWriter::new();
-    (ChromeTraceSink::new(writer), out)
+    (ChromeTrace::new(writer).sink(), out)
 }
 
 fn chrome_durations(trace: &[u8]) -> Vec<i64> {

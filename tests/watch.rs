@@ -2,7 +2,7 @@
 //! on zones, results and the trace, and when sinks get them.
 
 use gpu_event_pool::sim::{SimBackend, SimStream};
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
+use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::results::ResultsSink;
 use gpu_event_pool::sink::{ContextInfo, CounterSample, FrameMark, Sink, ZoneBatch};
@@ -64,7 +64,7 @@ fn counter_tracks_in_the_chrome_trace_rise_and_fall_with_the_stats() {
     (config.initial_capacity, config.max_capacity, config.batch) = (8, 16, 2);
     let ctx = TracingContext::builder(sim.clone())
         .config(config)
-        .sink(ChromeTraceSink::new(writer).with_counters(Duration::ZERO))
+        .sink(ChromeTrace::new(writer).sink().with_counters(Duration::ZERO))
         .build()
         .unwrap();
     sim.advance(1_000_000);
@@ -117,11 +117,11 @@ fn counters_are_written_at_most_once_per_interval_and_never_unless_asked() {
     let (writer, out) = SharedWriter::new();
     let (plain_writer, plain_out) = SharedWriter::new();
     let ctx = TracingContext::builder(sim.clone())
-        .sink(ChromeTraceSink::new(writer).with_counters(Duration::from_micros(500)))
+        .sink(ChromeTrace::new(writer).sink().with_counters(Duration::from_micros(500)))
         .build()
         .unwrap();
     let plain =
-        TracingContext::builder(sim.clone()).sink(ChromeTraceSink::new(plain_writer)).build().unwrap();
+        TracingContext::builder(sim.clone()).sink(ChromeTrace::new(plain_writer).sink()).build().unwrap();
     for step in 0..40 {
         record(&ctx, &sim, &stream);
         record(&plain, &sim, &stream);
@@ -143,7 +143,7 @@ fn frames_reach_the_chrome_trace_as_instant_events_and_zones_carry_them() {
     let sim = SimBackend::manual();
     let stream = sim.stream();
     let (writer, out) = SharedWriter::new();
-    let ctx = TracingContext::builder(sim.clone()).sink(ChromeTraceSink::new(writer)).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone()).sink(ChromeTrace::new(writer).sink()).build().unwrap();
     for frame in 10..15 {
         ctx.frame(frame);
         sim.advance(50_000);

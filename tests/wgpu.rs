@@ -9,7 +9,7 @@
 mod wgpu_common;
 
 use gpu_event_pool::backend::wgpu::{WgpuBackend, WgpuQueue, NO_PASS_TIMESTAMPS, NO_TIMESTAMPS};
-use gpu_event_pool::sink::chrome::ChromeTraceSink;
+use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::frames::FrameStats;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
@@ -461,7 +461,7 @@ fn a_chrome_trace_of_a_wgpu_frame_holds_every_zone_nested_on_the_queue_track() {
     let out = SharedBuffer::default();
     let backend = WgpuBackend::new(&gpu.device, &gpu.queue).unwrap();
     let lane = backend.queue();
-    let ctx = TracingContext::builder(backend).sink(ChromeTraceSink::new(out.clone())).build().unwrap();
+    let ctx = TracingContext::builder(backend).sink(ChromeTrace::new(out.clone()).sink()).build().unwrap();
     ctx.name_queue(&lane, "queue");
     let spin = Spin::new(&gpu.device);
     let (cb, list) = record_frame(&ctx, &lane, &spin);

@@ -60,12 +60,12 @@
 //!
 //! # When the file is valid JSON
 //!
-//! A sink made by [`ChromeTraceSink::create`] writes the closing `]` on every flush (the
+//! A trace made by [`ChromeTrace::create`] writes the closing `]` on every flush (the
 //! context's `flush`, and the last handle's) and moves back over it, so the next event
 //! replaces it: the file on disk is a complete JSON array after every flush, even while lists
-//! of a dropped context keep the sink alive. A sink on any other writer
-//! ([`ChromeTraceSink::new`]) cannot move back, so it writes the `]` only when it is dropped
-//! (with its context); until then its output is a valid trace in the array format, whose
+//! of a dropped context keep the sink alive. A trace on any other writer
+//! ([`ChromeTrace::new`]) cannot move back, so it writes the `]` only when it is dropped
+//! (with its sinks); until then its output is a valid trace in the array format, whose
 //! closing bracket is optional, but not a complete JSON document.
 //!
 //! # Several contexts in one trace
@@ -79,8 +79,8 @@
 //! up. The file rules above hold for the whole trace: a [`ChromeTrace::create`] file is a
 //! complete JSON array after every flush of any of its sinks, and the closing `]` of any
 //! other writer comes when the last of the trace and its sinks is dropped.
-//! [`ChromeTraceSink::create`] and [`ChromeTraceSink::new`] are shorthands for a trace with
-//! one sink: `ChromeTrace::create(path)?.sink()`, the way the guides use everywhere.
+//! A sink is always made by [`ChromeTrace::sink`]: one context's is
+//! `ChromeTrace::create(path)?.sink()`.
 //!
 //! [`Instant`]: std::time::Instant
 //! [`Backend::host_clock_origin`]: crate::Backend::host_clock_origin

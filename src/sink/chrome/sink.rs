@@ -7,12 +7,10 @@ use super::event::{complete_event, EventPlace, LocationTexts};
 use super::format::signed_ns;
 use super::output::{lock, ChromeTrace, SinkWriter, TraceOutput};
 use super::watch::{write_frame, CounterTracks};
-use crate::backend::{Backend, Lane};
+use crate::backend::Lane;
 use crate::sink::{ContextInfo, CounterSample, FrameMark, Sink, ZoneBatch};
 use rustc_hash::FxHashMap;
 use serde_json::json;
-use std::io::Write;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -50,7 +48,6 @@ impl ChromeTrace {
             origin: self.origin,
             origin_ns: self.origin_ns,
             cpu_pid: self.cpu_pid,
-            backend_origin: None,
             host_offset_ns: 0,
             pid: None,
             tracks: Tracks::default(),
@@ -66,14 +63,14 @@ impl ChromeTrace {
 ///
 /// ```
 /// use gpu_event_pool::sim::SimBackend;
-/// use gpu_event_pool::sink::chrome::ChromeTraceSink;
+/// use gpu_event_pool::sink::chrome::ChromeTrace;
 /// use gpu_event_pool::TracingContext;
 /// use std::time::Instant;
 ///
 /// let origin = Instant::now(); // the moment a CPU tracer counts from
 /// let gpu = SimBackend::realtime();
 /// let path = std::env::temp_dir().join("chrome-sink-doc.json");
-/// let trace = ChromeTraceSink::create(&path)?.with_origin(origin);
+/// let trace = ChromeTrace::create(&path)?.sink().with_origin(origin);
 /// let ctx = TracingContext::builder(gpu.clone()).sink(trace).build()?;
 /// # drop(ctx);
 /// # std::fs::remove_file(path).ok();
@@ -87,9 +84,6 @@ pub struct ChromeTraceSink {
     origin_ns: i64,
     /// The process of launch slices (`ChromeTrace::with_cpu_pid`).
     cpu_pid: u32,
-    /// Where the backend's host clock reads 0, if set by `with_backend_clock` (else the
-    /// context's, `ContextInfo::host_clock_origin`).
-    backend_origin: Option<Instant>,
     /// Added to a backend host time to get nanoseconds since `origin` (set by `open`).
     host_offset_ns: i64,
     pid: Option<u32>,
@@ -214,44 +208,20 @@ impl std::fmt::Debug for ChromeTraceSink {
 }
 
 impl ChromeTraceSink {
-    /// A sink writing to `out`, on the host clock from now: a [`ChromeTrace`] with this one
-    /// sink. `out` cannot seek, so the closing `]` comes only when the sink is dropped (module
-    /// docs, "When the file is valid JSON").
-    pub fn new(out: impl Write + Send + 'static) -> Self {
-        ChromeTrace::new(out).sink()
-    }
-
-    /// A sink writing to a new file at `path` (replacing any file there), on the host clock
-    /// from now: a [`ChromeTrace`] with this one sink. The file is a complete JSON array
-    /// after every flush. Its errors, this function's and the sink's, name the file
-    /// ([`TraceFileError`](super::TraceFileError), as for [`ChromeTrace::create`]).
-    pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
-        Ok(ChromeTrace::create(path)?.sink())
-    }
-
     /// Writes `ts` on `clock` (default [`ChromeClock::Host`]).
     pub fn with_clock(mut self, clock: ChromeClock) -> Self {
         self.clock = clock;
         self
     }
 
-    /// On the host clock, `ts` 0 is `origin` (default: its [`ChromeTrace`]'s origin, which
-    /// for [`create`](Self::create) and [`new`](Self::new) is when the sink was made). Give it
+    /// On the host clock, `ts` 0 is `origin` (default: its [`ChromeTrace`]'s origin, when the
+    /// trace was made). Give it
     /// the `Instant` a CPU tracer counts from, so both traces share one timeline; sinks of one
     /// trace line up with each other when they keep the trace's origin
     /// ([`ChromeTrace::with_origin`]).
     pub fn with_origin(mut self, origin: Instant) -> Self {
         self.origin = origin;
         self.origin_ns = 0;
-        self
-    }
-
-    /// Maps host times onto `Instant` through `backend`'s [`Backend::host_clock_origin`]
-    /// rather than the context's. Not needed: the context tells the sink its backend's clock
-    /// when it opens it ([`ContextInfo::host_clock_origin`]).
-    #[deprecated(note = "not needed: the context gives the sink its backend's clock when it opens it")]
-    pub fn with_backend_clock<B: Backend>(mut self, backend: &B) -> Self {
-        self.backend_origin = backend.host_clock_origin();
         self
     }
 
@@ -314,7 +284,7 @@ impl ChromeTraceSink {
 
 impl Sink for ChromeTraceSink {
     fn open(&mut self, context: &ContextInfo) -> std::io::Result<()> {
-        self.host_offset_ns = match self.backend_origin.or(context.host_clock_origin) {
+        self.host_offset_ns = match context.host_clock_origin {
             Some(backend_origin) => signed_ns(backend_origin, self.origin),
             // The context read its host clock (`base.host_ns`) just before opening its sinks.
             None => signed_ns(Instant::now(), self.origin) - context.base.host_ns,
