@@ -4,14 +4,18 @@
 //! ```text
 //! cargo run --release -p gpu-event-pool-benches --bin bench_report -- \
 //!     --doc docs/benchmarks.md --img docs/img \
+//!     --img-url https://github.com/gpu-event-pool/gpu-event-pool/blob/main/docs/img \
 //!     --machine "h200-16c|NVIDIA H200 host, 16 CPU cores|docs/bench-results/h200-16c" \
 //!     --machine "dev-2c|development machine, 2 cores|target/bench-results"
 //! ```
 //!
-//! Each `--machine` is `key|label|directory of *.json`. The generated Markdown replaces what
-//! lies between `<!-- bench_report:begin -->` and `<!-- bench_report:end -->` in the
+//! Each `--machine` is `key|label|sources`, the sources a comma-separated list of result
+//! files (`*.json`) and directories (every `*.json` in them). The generated Markdown replaces
+//! what lies between `<!-- bench_report:begin -->` and `<!-- bench_report:end -->` in the
 //! document (the hand-written reading around it is kept); plots go to
-//! `<img>/<bench>-<key>.svg`.
+//! `<img>/<bench>-<key>.svg`, and the document links them as `<img-url>/<bench>-<key>.svg?raw=true`
+//! (`cargo package` leaves `docs/img` out, so a document that ships links its plots by
+//! absolute URL; without `--img-url` the link is relative to the document's folder).
 
 use plotters::prelude::*;
 use serde_json::Value;
@@ -37,16 +41,24 @@ struct Machine {
 impl Machine {
     fn load(spec: &str) -> Result<Self, Box<dyn Error>> {
         let mut parts = spec.splitn(3, '|');
-        let (Some(key), Some(label), Some(dir)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(format!("--machine wants key|label|dir, got {spec:?}").into());
+        let (Some(key), Some(label), Some(sources)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(format!("--machine wants key|label|sources, got {spec:?}").into());
         };
         let mut records = Vec::new();
         let (mut cores, mut cpu) = (0, String::new());
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        paths.sort();
+        let mut paths = Vec::new();
+        for source in sources.split(',').map(Path::new) {
+            if source.is_dir() {
+                let mut in_dir: Vec<PathBuf> = std::fs::read_dir(source)?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                    .collect();
+                in_dir.sort();
+                paths.extend(in_dir);
+            } else {
+                paths.push(source.to_path_buf());
+            }
+        }
         for path in paths {
             let file: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
             cores = file["machine"]["cores_available"].as_u64().unwrap_or(cores);
@@ -146,7 +158,7 @@ struct TableSpec {
 }
 
 /// A threads × implementation table of one field of one group, plus its plot.
-fn thread_table(out: &mut String, m: &Machine, img: &Path, spec: &TableSpec) -> Result<(), Box<dyn Error>> {
+fn thread_table(out: &mut String, m: &Machine, img: &Plots, spec: &TableSpec) -> Result<(), Box<dyn Error>> {
     let TableSpec { group, field, heading, y_desc, cell } = *spec;
     let records: Vec<&Value> = m.select(group).collect();
     if records.is_empty() {
@@ -177,10 +189,28 @@ fn thread_table(out: &mut String, m: &Machine, img: &Path, spec: &TableSpec) -> 
         series.push((name.clone(), points));
     }
     let file = format!("{group}-{}.svg", m.key);
-    plot(&img.join(&file), &format!("{group}: {y_desc} ({})", m.label), y_desc, &series)?;
-    let rel = img.file_name().map_or_else(|| PathBuf::from(&file), |d| Path::new(d).join(&file));
-    writeln!(out, "\n![{heading}, {}]({})", m.label, rel.display())?;
+    plot(&img.dir.join(&file), &format!("{group}: {y_desc} ({})", m.label), y_desc, &series)?;
+    writeln!(out, "\n![{heading}, {}]({})", m.label, img.link(&file))?;
     Ok(())
+}
+
+/// Where the plots go, and how the document links them.
+struct Plots {
+    dir: PathBuf,
+    /// URL prefix of `dir` (absolute links); `None`: links relative to the document's folder.
+    url: Option<String>,
+}
+
+impl Plots {
+    fn link(&self, file: &str) -> String {
+        match &self.url {
+            Some(url) => format!("{}/{file}?raw=true", url.trim_end_matches('/')),
+            None => {
+                let dir = self.dir.file_name().map_or_else(PathBuf::new, PathBuf::from);
+                dir.join(file).display().to_string()
+            }
+        }
+    }
 }
 
 /// One goal: the figure, the target, and whether it was met.
@@ -203,7 +233,7 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     Some(a? / b?)
 }
 
-fn machine_section(m: &Machine, img: &Path) -> Result<String, Box<dyn Error>> {
+fn machine_section(m: &Machine, img: &Plots) -> Result<String, Box<dyn Error>> {
     let mut out = String::new();
     writeln!(out, "\n### {}\n", m.label)?;
     writeln!(
@@ -214,7 +244,7 @@ fn machine_section(m: &Machine, img: &Path) -> Result<String, Box<dyn Error>> {
     )?;
 
     let ns = |g: &str, i: &str, t: u64| m.get(g, i, "", t, "ns_per_op");
-    writeln!(out, "\n**Goals** (issue 4)\n")?;
+    writeln!(out, "\n**Goals: against the seed port and the usual pools**\n")?;
     writeln!(out, "| goal | target | measured | verdict |\n|---|---|---:|---|")?;
     goal(
         &mut out,
@@ -292,7 +322,7 @@ fn machine_section(m: &Machine, img: &Path) -> Result<String, Box<dyn Error>> {
         |v| v >= 10.0,
     );
 
-    writeln!(out, "\n**Goals** (issue 11: per-thread magazines)\n")?;
+    writeln!(out, "\n**Goals: per-thread magazines**\n")?;
     writeln!(out, "| goal | target | measured | verdict |\n|---|---|---:|---|")?;
     for (group, mode) in [("pool_single", "one at a time"), ("pool_batch16", "batch")] {
         goal(
@@ -419,13 +449,17 @@ fn machine_section(m: &Machine, img: &Path) -> Result<String, Box<dyn Error>> {
 
 fn main() -> Result<(), Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
-    let (mut doc, mut img, mut machines) =
-        (PathBuf::from("docs/benchmarks.md"), PathBuf::from("docs/img"), Vec::new());
+    let (mut doc, mut img, mut machines) = (
+        PathBuf::from("docs/benchmarks.md"),
+        Plots { dir: PathBuf::from("docs/img"), url: None },
+        Vec::new(),
+    );
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
         match arg.as_str() {
             "--doc" => doc = PathBuf::from(value()?),
-            "--img" => img = PathBuf::from(value()?),
+            "--img" => img.dir = PathBuf::from(value()?),
+            "--img-url" => img.url = Some(value()?),
             "--machine" => machines.push(Machine::load(&value()?)?),
             other => return Err(format!("unknown argument {other:?} (see the file's doc comment)").into()),
         }
@@ -433,7 +467,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     if machines.is_empty() {
         return Err("give at least one --machine key|label|dir".into());
     }
-    std::fs::create_dir_all(&img)?;
+    std::fs::create_dir_all(&img.dir)?;
     let mut generated = String::new();
     for m in &machines {
         generated.push_str(&machine_section(m, &img)?);
@@ -444,6 +478,6 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     let updated = format!("{}{BEGIN}\n{generated}\n{}", &text[..b], &text[e..]);
     std::fs::write(&doc, updated)?;
-    eprintln!("wrote {} and plots in {}", doc.display(), img.display());
+    eprintln!("wrote {} and plots in {}", doc.display(), img.dir.display());
     Ok(())
 }
