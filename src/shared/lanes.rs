@@ -82,7 +82,7 @@ pub(crate) struct Holder {
 /// One lane's entry (or several lanes' that share it). Aligned to a cache line: a first
 /// record touches its two locks and its holders in one line, and two lanes' entries never
 /// share a line (packed, a 48-byte entry straddled two lines in some slots, and the first
-/// zone's p99 in the `latency` bench rose by a fifth: docs/benchmarks.md). 64 KB per context.
+/// zone's p99 in the `latency` bench rose by a fifth: docs/bench-results/HISTORY.md). 64 KB per context.
 #[derive(Debug)]
 #[repr(align(64))]
 struct Entry {
