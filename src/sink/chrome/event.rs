@@ -92,7 +92,7 @@ pub(super) struct EventPlace {
 /// "tid", "ts", "dur", "args": {"file", "line", "function", "list", "depth",
 /// "gpu_begin_ns", "gpu_end_ns", "frame" (if it has one), and the zone's own arguments}}`. By hand, without
 /// `core::fmt` or an allocation: the serializer this replaced cost four allocations a zone,
-/// and `write!` most of what was left (issue 19).
+/// and `write!` most of what was left (a profile of the demo).
 pub(super) fn complete_event(out: &mut Vec<u8>, texts: &mut LocationTexts, place: EventPlace, zone: &Zone) {
     let (head, tail) = texts.parts(&zone.location);
     out.extend_from_slice(head);

@@ -31,7 +31,7 @@ pub(crate) fn write_micros(out: &mut Vec<u8>, ns: i64) {
 }
 
 /// Appends `value` in decimal, as `Display` writes it: `core::fmt` was most of a zone's
-/// cost in the sink (issue 19).
+/// cost in the sink (a profile of the demo).
 pub(crate) fn write_int(out: &mut Vec<u8>, value: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }

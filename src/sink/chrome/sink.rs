@@ -101,7 +101,7 @@ pub struct ChromeTraceSink {
 /// of first use, and more where zones of a lane overlap without nesting.
 #[derive(Debug, Default)]
 struct Tracks {
-    /// Looked up once per zone, so without SipHash (a sixth of the sink's cost in issue 19's
+    /// Looked up once per zone, so without SipHash (a sixth of the sink's cost in a
     /// profile): lanes are not chosen by an attacker.
     lanes: FxHashMap<Lane, LaneTracks>,
     /// The tracks written so far, over all lanes: the latest `tid`.
