@@ -185,7 +185,7 @@ impl<B: Backend> Reader<'_, B> {
             share.timeline.refresh(self.ctx.backend(), self.ctx.config().anchor_interval, self.wait)
         {
             self.outcome.errors += 1;
-            self.outcome.error.get_or_insert(e.into());
+            self.outcome.error.get_or_insert(e);
         }
         self.outcome
     }
