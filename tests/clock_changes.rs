@@ -157,3 +157,60 @@ fn an_absurd_anchor_step_is_refused() {
         assert!(worst.time_errors.len() <= 1, "{name}: {:?}", worst.time_errors);
     }
 }
+
+#[test]
+#[ignore = "exploration"]
+fn explore() {
+    let mut cases: Vec<(String, Case)> = Vec::new();
+    for trouble in [Trouble::None, Trouble::Jitter] {
+        for (from, to) in [
+            (10.0, -10.0),
+            (0.0, 5.0),
+            (0.0, -5.0),
+            (0.0, 20.0),
+            (0.0, -20.0),
+            (0.0, -100.0),
+            (0.0, 100.0),
+            (-50.0, 50.0),
+        ] {
+            cases.push((
+                format!("{from:+} to {to:+} at 60 s, {trouble:?}"),
+                Case { changes: vec![(60 * S, to)], ..Case::new(from, trouble, 90, 20 * MS) },
+            ));
+        }
+    }
+    for trouble in [Trouble::LateWhileBusy, Trouble::LateAndJitter] {
+        for (from, to) in [(0.0, 1.0), (10.0, 9.0), (-20.0, 20.0)] {
+            cases.push((
+                format!("busy 20 s, {from:+} to {to:+} at 40 s, {trouble:?}"),
+                Case {
+                    changes: vec![(40 * S, to)],
+                    busy: Some((20 * S, 200 * S)),
+                    ..Case::new(from, trouble, 120, 20 * MS)
+                },
+            ));
+        }
+        for drift in [10.0, -10.0, 100.0] {
+            cases.push((
+                format!("busy 2 s, {drift:+}, {trouble:?}"),
+                Case { busy: Some((2 * S, 1_000 * S)), ..Case::new(drift, trouble, 300, 20 * MS) },
+            ));
+        }
+    }
+    cases.push(("jitter 250 ms".into(), Case::new(0.0, Trouble::Jitter, 5, 250 * MS)));
+    cases.push(("hostjitter 20 ms".into(), Case::new(0.0, Trouble::HostJitter, 5, 20 * MS)));
+    let only = std::env::var("ONLY").unwrap_or_default();
+    for (name, case) in cases.into_iter().filter(|(n, _)| n.contains(&only)) {
+        let w = run_case(&case);
+        println!(
+            "{name:50} after {:6} at {:7.2} s, before {:6}, dur {:5.1} ppm, back {}, errors {}/{}",
+            w.signed,
+            w.at as f64 / 1e9,
+            w.before,
+            w.duration_ppm,
+            w.backwards,
+            w.time_errors.len(),
+            w.other_errors
+        );
+    }
+}

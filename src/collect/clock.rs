@@ -337,7 +337,8 @@ impl<B: Backend> Keeper<B> {
         let (event, host_ns) = self.pending.take().expect("checked above");
         // The anchor was recorded after the newest, on the same stream, and has run by now.
         let gpu_ns = newest.at.gpu_ns.saturating_add(step.ns);
-        let reach = Reach { earliest: newest.at.gpu_ns.saturating_sub(REACH_SLACK_NS), ..newest.reach(observed_ns) };
+        let reach =
+            Reach { earliest: newest.at.gpu_ns.saturating_sub(REACH_SLACK_NS), ..newest.reach(observed_ns) };
         if !reach.holds(gpu_ns) {
             self.spare.push(event);
             let (earliest_ns, latest_ns) =

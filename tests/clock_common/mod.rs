@@ -259,6 +259,9 @@ pub struct Worst {
     /// Largest |host duration - true host duration| (ns) beyond 1 ns plus 10 ppm of the
     /// zone, once 1 s has passed (0: within).
     pub duration_excess: i64,
+    /// Largest |host duration - true host duration| beyond 2 ns (1 ns, and 1 ns for the
+    /// truth's own rounding), in ppm of the zone's duration, once 1 s has passed.
+    pub duration_ppm: f64,
     /// Host time going back as GPU time goes on (count).
     pub backwards: usize,
     /// Time errors collect reported (`TimeError`), and other collect errors.
@@ -303,6 +306,8 @@ pub fn run_case(case: &Case) -> Worst {
                 // 1 ns + 10 ppm, and 1 ns for the truth's own ends rounded to nanoseconds.
                 let allowed = 2 + truth / 100_000;
                 worst.duration_excess = worst.duration_excess.max(error - allowed);
+                let ppm = (error - 2).max(0) as f64 / truth.max(1) as f64 * 1e6;
+                worst.duration_ppm = worst.duration_ppm.max(ppm);
             }
         }
         worst.zones += zones.len();

@@ -1,0 +1,465 @@
+//! The estimate of the host-minus-GPU offset, as a line of GPU time, from bounds.
+//!
+//! What the collector learns of the two clocks is a set of *bounds* on the offset
+//! `host - gpu` at given GPU times:
+//!
+//! - **Lower bounds**: a calibration pair (the host time read just before an anchor was
+//!   recorded, and the anchor's GPU time), and a launch (the host time read just before a
+//!   zone's event was recorded, and that event's GPU time). The GPU reaches the event after
+//!   the host read the time, so `host - gpu` is at most the true offset: late (a busy GPU,
+//!   a driver lock held while the host waits) makes a bound weak, never wrong.
+//! - **Upper bounds**: an anchor observed complete (the host time read just after the read
+//!   that found it complete): the GPU reached it before, so `host - gpu` is at least the true
+//!   offset.
+//!
+//! The estimate ([`Estimator::line`]) is the line `offset(g) = base + drift * g` that lies on
+//! or above the lower bounds of its *window*, as close to them as possible: the linear
+//! program of Moon, Skelly and Towsley ("Estimation and removal of clock skew from network
+//! delay measurements", 1999), whose solution is the edge of the bounds' upper convex hull
+//! above their mean GPU time (`hull.rs`). Four rules make it trustworthy for hours while
+//! the host clock's rate changes and the GPU is busy:
+//!
+//! - **Late is a step, a rate change is a slope.** The offset's rate changes by at most
+//!   [`STEP_RATE`] (twice the largest plausible drift), so a bound that falls further below
+//!   the line than that since the last bound on it is *late* (a busy GPU reached its event
+//!   late): the lateness is measured there, and the bounds that follow, as late, are raised
+//!   by it. Late bounds then say how the offset moves, at the truth's rate, and the line
+//!   follows the host clock through hours of a busy GPU. A bound within [`LATE_NS`] of the
+//!   line ends the lateness (the GPU is idle again); one above it in the lateness's first
+//!   second lowers it (the first late bounds were later than the GPU's steady lateness).
+//! - **A run on one side is a rate change.** Bounds that leave the line gradually are a
+//!   rate change (NTP or chrony slewing the host clock), not lateness: when the bounds since
+//!   the last one on the line are fitted by a line that [`SUPPORT`] of them lie on
+//!   (within [`ON_NS`], over [`SUPPORT_SPAN_NS`] or more) and that differs from the current
+//!   one, the window starts anew at the run's start and the line is that line. Only while
+//!   bounds are exact enough to show it: a quarter of the recent ones on the line
+//!   ([`EXACT_SHARE`]); bounds jittered by more move the line by the fit alone, over
+//!   seconds.
+//! - **A bound above the line moves it at once.** The line never stays below a lower bound
+//!   it has seen (the base rises to it, the drift kept until the next refit).
+//! - **Wrong bounds are dropped.** A lower bound above an upper bound (carried with the
+//!   largest plausible drift, [`MAX_DRIFT`]) cannot both be right: the host clock does not
+//!   run backwards between a read and a later read, so the lower bound is the wrong one
+//!   (a calibration a backend reported too late, a first pair taken while the host clock
+//!   jumped). It is dropped and the bounds kept are taken again from the first.
+//!
+//! Bounds are kept per [`BUCKET_NS`] of GPU time (the best of each), the last [`HISTORY`]
+//! buckets (about 33 s: a drift of 0.5 ppm moves the offset 16 µs over it). The drift is
+//! fitted over [`MIN_BASELINE_NS`] of the window or more, or over less once a run showed it.
+
+mod hull;
+
+use hull::{touching, Fitted};
+use std::collections::VecDeque;
+
+/// GPU nanoseconds per bucket of bounds.
+pub(crate) const BUCKET_NS: i64 = 16_000_000;
+/// A bound this far (ns) below the line at once is late, not a rate change; one within it
+/// of the line ends a lateness.
+pub(crate) const LATE_NS: f64 = 100_000.0;
+/// The largest drift taken as plausible (host ns per GPU ns, minus 1): 0.1%, ten times a
+/// poor crystal's.
+pub(crate) const MAX_DRIFT: f64 = 1e-3;
+/// The fastest the offset's rate can change: from one plausible drift to its opposite.
+const STEP_RATE: f64 = 2.0 * MAX_DRIFT;
+/// A bound this close (ns) to the line is on it...
+const ON_NS: f64 = 1_000.0;
+/// ...but one above it by more than this (ns) is off it, for a run.
+const UP_NS: f64 = 10.0;
+/// Bounds of a run on a line for it to be taken as the new rate...
+const SUPPORT: usize = 3;
+/// ...at least this much GPU time apart (1 ms)...
+const SUPPORT_GAP_NS: i64 = 1_000_000;
+/// ...spanning this much GPU time (10 ms) or more...
+const SUPPORT_SPAN_NS: i64 = 10_000_000;
+/// ...each within this much of the line (ns)...
+const SUPPORT_NS: f64 = 20.0;
+/// ...or within this rate of the run's span, if more: the line's slope is known to it.
+const SUPPORT_RATE: f64 = 2e-6;
+/// The least share of recent bounds on the line for a run to be taken at once.
+const EXACT_SHARE: f64 = 0.25;
+/// How much each bound moves that share (an average over about the last 32).
+const SHARE_WEIGHT: f64 = 1.0 / 32.0;
+/// Bounds of a run kept, the newest.
+const RUN: usize = 64;
+/// How long after a lateness began a bound above the line lowers it (1 s).
+const ENTRY_NS: i64 = 1_000_000_000;
+/// Buckets still open to bounds that arrive out of order (lists are emitted by lane, not by
+/// GPU time, and a collect's anchor before the lists it read), newest last: at least these...
+const OPEN: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 4 };
+/// ...and as many more as the bounds arrive late (GPU ns behind the newest), up to 1 s.
+const MAX_OPEN_NS: i64 = 1_000_000_000;
+/// The shortest span of GPU time a drift is fitted over (500 ms) but after a run.
+pub(crate) const MIN_BASELINE_NS: i64 = 500_000_000;
+/// How fast the fit forgets: a bound this much GPU time older than the latest weighs half
+/// as much (4 s).
+const RECENCY_NS: f64 = 4e9;
+/// Closed buckets kept for the fit, oldest dropped first.
+pub(crate) const HISTORY: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 2048 };
+/// An upper bound this far (ns) below a lower bound, beyond what drift explains, proves the
+/// lower bound wrong: a margin for host clocks read with jitter (100 µs).
+const CONTRADICTION_NS: f64 = 100_000.0;
+
+/// A bound on the offset `host - gpu` (nanoseconds) at GPU time `gpu`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Bound {
+    pub(crate) gpu: i64,
+    pub(crate) offset: f64,
+}
+
+/// The estimate of the offset as a line of GPU time: `offset(g) = base + drift * g`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Line {
+    pub(crate) base: f64,
+    pub(crate) drift: f64,
+}
+
+impl Line {
+    pub(crate) fn at(&self, gpu: i64) -> f64 {
+        self.base + self.drift * gpu as f64
+    }
+}
+
+/// The best lower bound of one open bucket of GPU time, as fitted (`lower`: raised by the
+/// lateness) and as read (`raw`).
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    index: i64,
+    best: Option<(Bound, Bound)>,
+}
+
+/// How late the GPU reaches events now (0 when it is not), and since when (GPU time).
+#[derive(Debug, Clone, Copy, Default)]
+struct Lateness {
+    ns: f64,
+    since: i64,
+}
+
+/// The bounds since the last one on the line (`from`, and the line then: `line`), newest
+/// last. They are compared with that line, not the line now, which bounds above it raise.
+#[derive(Debug, Default)]
+struct Run {
+    from: Option<(Bound, Line)>,
+    bounds: VecDeque<Bound>,
+}
+
+/// Turns bounds into the best offset line (the module doc says how).
+#[derive(Debug)]
+pub(crate) struct Estimator {
+    /// Buckets still open, oldest first, indices increasing.
+    open: VecDeque<Bucket>,
+    /// How many buckets behind the newest bounds have arrived lately.
+    behind: f64,
+    /// The best bound of each closed bucket, as fitted and as read, oldest first (the read
+    /// ones are taken again when an upper bound proves some wrong).
+    closed: VecDeque<(Bound, Bound)>,
+    /// The closed buckets' bounds since the window began (the last run taken as a rate
+    /// change), as fitted.
+    fitted: Fitted,
+    /// Where the window begins (GPU time): closed bounds before it are not fitted.
+    window_from: i64,
+    /// Whether a run showed the window's rate: its drift is fitted over less than
+    /// [`MIN_BASELINE_NS`] then.
+    shown: bool,
+    line: Option<Line>,
+    late: Lateness,
+    /// GPU time of the latest bound within [`ON_NS`] of the line.
+    last_on: Option<i64>,
+    run: Run,
+    /// About the share of the last 32 bounds that were on the line.
+    share: f64,
+}
+
+impl Estimator {
+    pub(crate) fn new() -> Self {
+        Self {
+            open: VecDeque::new(),
+            behind: 0.0,
+            closed: VecDeque::new(),
+            fitted: Fitted::default(),
+            window_from: i64::MIN,
+            shown: false,
+            line: None,
+            late: Lateness::default(),
+            last_on: None,
+            run: Run::default(),
+            share: 1.0,
+        }
+    }
+
+    /// The estimate now (`None` before any lower bound).
+    pub(crate) fn line(&self) -> Option<Line> {
+        self.line
+    }
+
+    /// A lower bound: the offset at `gpu` is at least `offset`. Whether the line changed.
+    pub(crate) fn lower(&mut self, raw: Bound) -> bool {
+        if std::env::var_os("EST_TRACE2").is_some() && raw.gpu < 600_000_000 {
+            eprintln!("LOWER {:?} line {:?}", raw, self.line.map(|l| l.at(raw.gpu)));
+        }
+        let before = self.line;
+        self.move_on(raw.gpu);
+        let Some(line) = self.line else {
+            self.keep(raw, raw);
+            self.refit();
+            self.run.from = self.line.map(|line| (raw, line));
+            return self.line != before;
+        };
+        let Some(bound) = self.as_fitted(raw, line) else { return self.line != before };
+        self.keep(bound, raw);
+        self.follow(bound, line);
+        // Never below a bound seen: the base rises at once, the drift waits for a refit.
+        if let Some(line) = &mut self.line {
+            let under = bound.offset - line.at(bound.gpu);
+            if under > 0.0 {
+                line.base += under;
+            }
+        }
+        self.line != before
+    }
+
+    /// An upper bound: the offset at `gpu` is at most `offset`. A line above it is wrong:
+    /// the lower bounds it proves wrong are dropped, and the ones left are taken again from
+    /// the first, as if none had come yet. Whether the line changed.
+    pub(crate) fn upper(&mut self, bound: Bound) -> bool {
+        // Moves the fit on to the bound's GPU time; keeps nothing.
+        self.move_on(bound.gpu);
+        let Some(line) = self.line else { return false };
+        if line.at(bound.gpu) <= bound.offset + CONTRADICTION_NS {
+            return false;
+        }
+        if std::env::var_os("EST_DEBUG").is_some() {
+            eprintln!("CONTRA at {} line {:?} upper {:?}", bound.gpu, line.at(bound.gpu), bound.offset);
+        }
+        let right = |lower: &Bound| {
+            let carried = MAX_DRIFT * (lower.gpu - bound.gpu).unsigned_abs() as f64;
+            lower.offset <= bound.offset + carried + CONTRADICTION_NS
+        };
+        let open = self.open.iter().filter_map(|b| b.best);
+        let mut kept: Vec<Bound> =
+            self.closed.iter().copied().chain(open).map(|(_, raw)| raw).filter(right).collect();
+        kept.sort_by_key(|b| b.gpu);
+        *self = Self::new();
+        for raw in kept {
+            self.lower(raw);
+        }
+        true
+    }
+
+    /// The bound as the line fits it: raised by the GPU's lateness now, which a step below
+    /// the line starts (or deepens), a bound near the line ends, and a bound above the line
+    /// in its first second lowers. `None` for a bound that only measured the lateness: it
+    /// says nothing of the offset.
+    fn as_fitted(&mut self, raw: Bound, line: Line) -> Option<Bound> {
+        let on = line.at(raw.gpu);
+        if self.late.ns > 0.0 && on - raw.offset <= LATE_NS {
+            self.late = Lateness::default();
+        }
+        let fitted = Bound { gpu: raw.gpu, offset: raw.offset + self.late.ns };
+        let depth = on - fitted.offset;
+        let since = self.last_on.map_or(0, |on| raw.gpu.saturating_sub(on).max(0));
+        if depth > LATE_NS && depth > STEP_RATE * since as f64 + ON_NS {
+            if std::env::var_os("EST_DEBUG").is_some() {
+                eprintln!("LATE at {} depth {} since {} late {}", raw.gpu, depth, since, self.late.ns);
+            }
+            // Further below than any change of rate takes it: reached late.
+            self.late = Lateness { ns: self.late.ns + depth, since: raw.gpu };
+            return None;
+        }
+        if depth < 0.0 && self.late.ns > 0.0 && raw.gpu.saturating_sub(self.late.since) <= ENTRY_NS {
+            // Less late than the lateness's first bounds: the GPU's steady lateness is the least.
+            self.late.ns = (self.late.ns + depth).max(0.0);
+            return None;
+        }
+        Some(fitted)
+    }
+
+    /// Keeps `bound` (read as `raw`) as its bucket's best if it is.
+    fn keep(&mut self, bound: Bound, raw: Bound) {
+        if let Some(bucket) = self.bucket(bound.gpu) {
+            if bucket.best.is_none_or(|(best, _)| bound.offset > best.offset) {
+                bucket.best = Some((bound, raw));
+            }
+        }
+    }
+
+    /// Follows the run of bounds off the line: a bound on it ends the run; a run that a line
+    /// of its own fits, exactly enough, is a rate change, and the window starts anew there.
+    /// A bound above the line by more than [`UP_NS`] is off it: the line rises to each such
+    /// bound, so a rate that grows shows as bounds each a little above.
+    fn follow(&mut self, bound: Bound, line: Line) {
+        let below = line.at(bound.gpu) - bound.offset;
+        if std::env::var_os("EST_TRACE").is_some() && bound.gpu > 59_990_000_000 && bound.gpu < 60_300_000_000
+        {
+            eprintln!(
+                "FOLLOW {} below {} share {} run {} rc {:?}",
+                bound.gpu,
+                below,
+                self.share,
+                self.run.bounds.len(),
+                self.run.from.map(|(_, l)| l)
+            );
+        }
+        let near = below.abs() <= ON_NS;
+        self.share += SHARE_WEIGHT * (f64::from(u8::from(near)) - self.share);
+        if near {
+            self.last_on = self.last_on.max(Some(bound.gpu));
+        }
+        let Some((_, then)) = self.run.from.filter(|(from, _)| from.gpu < bound.gpu) else {
+            self.run.from = self.run.from.or(Some((bound, line)));
+            return;
+        };
+        let on = |below: f64| (-UP_NS..=ON_NS).contains(&below);
+        if on(then.at(bound.gpu) - bound.offset) {
+            // On the run's line. The line now replaces it only if the bound is on both: a
+            // line raised by a run of bounds each a little above stays off it.
+            let then = if on(below) { line } else { then };
+            self.run.from = Some((bound, then));
+            self.run.bounds.clear();
+            return;
+        }
+        self.run.bounds.push_back(bound);
+        if self.run.bounds.len() > RUN {
+            self.run.bounds.pop_front();
+        }
+        if self.share < EXACT_SHARE {
+            return;
+        }
+        if let Some((first, changed)) = self.rate_change(then) {
+            self.restart(first, changed);
+        }
+    }
+
+    /// The line the run shows and the first of its bounds on it, if [`SUPPORT`] of its
+    /// bounds lie on it over [`SUPPORT_SPAN_NS`] or more and it leaves `then` (the line when
+    /// the run began) by more than [`ON_NS`] at the newest.
+    fn rate_change(&self, then: Line) -> Option<(Bound, Line)> {
+        let mut run: Vec<Bound> = self.run.bounds.iter().copied().collect();
+        run.sort_by_key(|b| b.gpu);
+        let (first, shown) = shown(&run)?;
+        let newest = run.last()?.gpu;
+        let differs = (shown.at(newest) - then.at(newest)).abs() > ON_NS;
+        differs.then_some((first, shown))
+    }
+
+    /// Starts the window anew at `from` (the bounds before it no longer say where the
+    /// offset goes), with the line a run showed.
+    fn restart(&mut self, from: Bound, line: Line) {
+        if std::env::var_os("EST_DEBUG").is_some() {
+            eprintln!(
+                "RESTART from {:?} old {:?} new {:?} run {}",
+                from,
+                self.line,
+                line,
+                self.run.bounds.len()
+            );
+        }
+        self.fitted = Fitted::default();
+        for &(bound, _) in self.closed.iter().filter(|(b, _)| b.gpu >= from.gpu) {
+            self.fitted.push(bound);
+        }
+        self.window_from = from.gpu;
+        self.shown = true;
+        self.line = Some(line);
+        let newest = self.run.bounds.iter().copied().max_by_key(|b| b.gpu).unwrap_or(from);
+        self.run = Run { from: Some((newest, line)), bounds: VecDeque::new() };
+    }
+
+    /// Opens the bucket of `gpu` if it is newer than every open one, closing the open ones
+    /// too old for bounds to come for them any more and fitting anew: [`OPEN`] buckets of
+    /// GPU time or more older, or as many as bounds arrive late. Buckets close by GPU time,
+    /// not by count: with bounds a quarter of a second apart (a collector that runs seldom),
+    /// a bucket waited for four newer ones, a second, before its bound was fitted.
+    fn move_on(&mut self, gpu: i64) {
+        let index = gpu.div_euclid(BUCKET_NS);
+        let newest = self.open.back().map_or(i64::MIN, |b| b.index);
+        // How late bounds arrive, forgotten slowly (a 64th per bound).
+        let behind = (newest.saturating_sub(index)).clamp(0, MAX_OPEN_NS / BUCKET_NS) as f64;
+        self.behind = (self.behind * (63.0 / 64.0)).max(behind);
+        if newest >= index {
+            return;
+        }
+        self.open.push_back(Bucket { index, best: None });
+        let oldest_open = index - (OPEN as i64 - 1).max(self.behind.ceil() as i64 + 1);
+        if self.open.front().is_none_or(|b| b.index >= oldest_open) {
+            return;
+        }
+        while self.open.front().is_some_and(|b| b.index < oldest_open) {
+            if let Some(best) = self.open.pop_front().and_then(|closing| closing.best) {
+                self.closed.push_back(best);
+                if self.closed.len() > HISTORY {
+                    self.closed.pop_front();
+                }
+                if best.0.gpu >= self.window_from {
+                    self.fitted.push(best.0);
+                }
+            }
+        }
+        self.refit();
+    }
+
+    /// The open bucket of `gpu`; `None` if it is older than every open one.
+    fn bucket(&mut self, gpu: i64) -> Option<&mut Bucket> {
+        let index = gpu.div_euclid(BUCKET_NS);
+        let at = self.open.partition_point(|b| b.index < index);
+        self.open.get_mut(at).filter(|b| b.index == index)
+    }
+
+    /// Fits the line anew over the window and the open buckets' bounds: the drift from the
+    /// window when it spans [`MIN_BASELINE_NS`] (or a run showed it), the line on or above
+    /// every bound.
+    fn refit(&mut self) {
+        let open = self.open.iter().filter_map(|b| b.best.map(|(bound, _)| bound));
+        let open: Vec<Bound> = open.filter(|b| b.gpu >= self.window_from).collect();
+        let drift = self.line.map_or(0.0, |l| l.drift);
+        let drift = if self.fitted.span() >= MIN_BASELINE_NS {
+            self.fitted.slope().unwrap_or(drift)
+        } else if self.shown {
+            // A window a run began: its slope once its own bounds show one.
+            let window: Vec<Bound> = self.fitted.points().copied().collect();
+            shown(&window).map_or(drift, |(_, line)| line.drift)
+        } else {
+            drift
+        };
+        let line = if self.fitted.is_empty() {
+            touching(open.iter(), drift)
+        } else {
+            self.fitted.line_through(drift, open.iter())
+        };
+        if let Some(line) = line {
+            if std::env::var_os("EST_DEBUG").is_some() && self.line.is_some_and(|l| l.drift != line.drift) {
+                eprintln!("REFIT {:?} -> {:?} span {}", self.line, line, self.fitted.span());
+            }
+            self.line = Some(line);
+        }
+    }
+}
+
+/// The line `bounds` (in GPU order) show, and the first of them on it, if they show one:
+/// [`SUPPORT`] of them on it, at least [`SUPPORT_GAP_NS`] apart and over [`SUPPORT_SPAN_NS`]
+/// or more, each within [`SUPPORT_NS`] of it, or within [`SUPPORT_RATE`] of their span (the
+/// line's slope is then known to that rate).
+fn shown(bounds: &[Bound]) -> Option<(Bound, Line)> {
+    let mut fit = Fitted::default();
+    bounds.iter().for_each(|&b| fit.push(b));
+    let shown = fit.line_through(fit.slope()?, std::iter::empty())?;
+    let close = (SUPPORT_RATE * fit.span() as f64).max(SUPPORT_NS);
+    // Bounds at about one time count once: two define any line.
+    let mut on = bounds.iter().filter(|b| shown.at(b.gpu) - b.offset <= close);
+    let first = *on.next()?;
+    let (count, last) =
+        on.fold(
+            (1, first.gpu),
+            |(n, last), b| {
+                if b.gpu - last >= SUPPORT_GAP_NS {
+                    (n + 1, b.gpu)
+                } else {
+                    (n, last)
+                }
+            },
+        );
+    (count >= SUPPORT && last - first.gpu >= SUPPORT_SPAN_NS).then_some((first, shown))
+}
+
+#[cfg(all(test, not(gpu_event_pool_loom)))]
+mod tests;
