@@ -199,13 +199,21 @@ fn explore() {
     }
     cases.push(("jitter 250 ms".into(), Case::new(0.0, Trouble::Jitter, 5, 250 * MS)));
     cases.push(("hostjitter 20 ms".into(), Case::new(0.0, Trouble::HostJitter, 5, 20 * MS)));
+    for d in [0.0, 1.0, -10.0, 100.0] {
+        cases.push((format!("hostjitter {d} 20 ms"), Case::new(d, Trouble::HostJitter, 120, 20 * MS)));
+    }
+    cases.push((
+        "late -10 10h".into(),
+        Case { long_every: 2400, ..Case::new(-10.0, Trouble::LateWhileBusy, 20710, 250 * MS) },
+    ));
     let only = std::env::var("ONLY").unwrap_or_default();
     for (name, case) in cases.into_iter().filter(|(n, _)| n.contains(&only)) {
         let w = run_case(&case);
         println!(
-            "{name:50} after {:6} at {:7.2} s, before {:6}, dur {:5.1} ppm, back {}, errors {}/{}",
+            "{name:50} after {:6} at {:7.2} s, 2s+ {:5}, before {:6}, dur {:5.1} ppm, back {}, errors {}/{}",
             w.signed,
             w.at as f64 / 1e9,
+            w.after_2s,
             w.before,
             w.duration_ppm,
             w.backwards,

@@ -256,6 +256,8 @@ pub struct Worst {
     pub at: i64,
     pub signed: i64,
     pub before: i64,
+    /// Largest |host - truth| once 2 s have passed.
+    pub after_2s: i64,
     /// Largest |host duration - true host duration| (ns) beyond 1 ns plus 10 ppm of the
     /// zone, once 1 s has passed (0: within).
     pub duration_excess: i64,
@@ -290,6 +292,9 @@ pub fn run_case(case: &Case) -> Worst {
         for z in &zones {
             for (g, h) in [(z.gpu_begin_ns, z.host_begin_ns), (z.gpu_end_ns, z.host_end_ns)] {
                 let error = h - gpu.truth(g);
+                if g >= 2 * S {
+                    worst.after_2s = worst.after_2s.max(error.abs());
+                }
                 if g >= S {
                     if error.abs() > worst.after {
                         (worst.at, worst.signed) = (g, error);

@@ -64,9 +64,12 @@ pub(crate) const MAX_DRIFT: f64 = 1e-3;
 const STEP_RATE: f64 = 2.0 * MAX_DRIFT;
 /// A bound this close (ns) to the line is on it...
 const ON_NS: f64 = 1_000.0;
-/// ...but one above it by more than this (ns) is off it, for a run.
+/// A bound further below the line than this (ns), or above it by more than [`UP_NS`], is
+/// off it, for a run.
+const RUN_NS: f64 = 200.0;
 const UP_NS: f64 = 10.0;
-/// Bounds of a run on a line for it to be taken as the new rate...
+/// Bounds of a run on a line for it to be taken as the new rate, half on each half of the
+/// run's span...
 const SUPPORT: usize = 3;
 /// ...at least this much GPU time apart (1 ms)...
 const SUPPORT_GAP_NS: i64 = 1_000_000;
@@ -75,11 +78,9 @@ const SUPPORT_SPAN_NS: i64 = 10_000_000;
 /// ...each within this much of the line (ns)...
 const SUPPORT_NS: f64 = 20.0;
 /// ...or within this rate of the run's span, if more: the line's slope is known to it.
-const SUPPORT_RATE: f64 = 2e-6;
-/// The least share of recent bounds on the line for a run to be taken at once.
+const SUPPORT_RATE: f64 = 0.5e-6;
+/// The least share of a run's bounds on its line for it to be taken.
 const EXACT_SHARE: f64 = 0.25;
-/// How much each bound moves that share (an average over about the last 32).
-const SHARE_WEIGHT: f64 = 1.0 / 32.0;
 /// Bounds of a run kept, the newest.
 const RUN: usize = 64;
 /// How long after a lateness began a bound above the line lowers it (1 s).
@@ -166,8 +167,6 @@ pub(crate) struct Estimator {
     /// GPU time of the latest bound within [`ON_NS`] of the line.
     last_on: Option<i64>,
     run: Run,
-    /// About the share of the last 32 bounds that were on the line.
-    share: f64,
 }
 
 impl Estimator {
@@ -183,7 +182,6 @@ impl Estimator {
             late: Lateness::default(),
             last_on: None,
             run: Run::default(),
-            share: 1.0,
         }
     }
 
@@ -194,9 +192,6 @@ impl Estimator {
 
     /// A lower bound: the offset at `gpu` is at least `offset`. Whether the line changed.
     pub(crate) fn lower(&mut self, raw: Bound) -> bool {
-        if std::env::var_os("EST_TRACE2").is_some() && raw.gpu < 600_000_000 {
-            eprintln!("LOWER {:?} line {:?}", raw, self.line.map(|l| l.at(raw.gpu)));
-        }
         let before = self.line;
         self.move_on(raw.gpu);
         let Some(line) = self.line else {
@@ -228,9 +223,6 @@ impl Estimator {
         if line.at(bound.gpu) <= bound.offset + CONTRADICTION_NS {
             return false;
         }
-        if std::env::var_os("EST_DEBUG").is_some() {
-            eprintln!("CONTRA at {} line {:?} upper {:?}", bound.gpu, line.at(bound.gpu), bound.offset);
-        }
         let right = |lower: &Bound| {
             let carried = MAX_DRIFT * (lower.gpu - bound.gpu).unsigned_abs() as f64;
             lower.offset <= bound.offset + carried + CONTRADICTION_NS
@@ -259,9 +251,6 @@ impl Estimator {
         let depth = on - fitted.offset;
         let since = self.last_on.map_or(0, |on| raw.gpu.saturating_sub(on).max(0));
         if depth > LATE_NS && depth > STEP_RATE * since as f64 + ON_NS {
-            if std::env::var_os("EST_DEBUG").is_some() {
-                eprintln!("LATE at {} depth {} since {} late {}", raw.gpu, depth, since, self.late.ns);
-            }
             // Further below than any change of rate takes it: reached late.
             self.late = Lateness { ns: self.late.ns + depth, since: raw.gpu };
             return None;
@@ -289,27 +278,14 @@ impl Estimator {
     /// bound, so a rate that grows shows as bounds each a little above.
     fn follow(&mut self, bound: Bound, line: Line) {
         let below = line.at(bound.gpu) - bound.offset;
-        if std::env::var_os("EST_TRACE").is_some() && bound.gpu > 59_990_000_000 && bound.gpu < 60_300_000_000
-        {
-            eprintln!(
-                "FOLLOW {} below {} share {} run {} rc {:?}",
-                bound.gpu,
-                below,
-                self.share,
-                self.run.bounds.len(),
-                self.run.from.map(|(_, l)| l)
-            );
-        }
-        let near = below.abs() <= ON_NS;
-        self.share += SHARE_WEIGHT * (f64::from(u8::from(near)) - self.share);
-        if near {
+        if below.abs() <= ON_NS {
             self.last_on = self.last_on.max(Some(bound.gpu));
         }
         let Some((_, then)) = self.run.from.filter(|(from, _)| from.gpu < bound.gpu) else {
             self.run.from = self.run.from.or(Some((bound, line)));
             return;
         };
-        let on = |below: f64| (-UP_NS..=ON_NS).contains(&below);
+        let on = |below: f64| (-UP_NS..=RUN_NS).contains(&below);
         if on(then.at(bound.gpu) - bound.offset) {
             // On the run's line. The line now replaces it only if the bound is on both: a
             // line raised by a run of bounds each a little above stays off it.
@@ -321,9 +297,6 @@ impl Estimator {
         self.run.bounds.push_back(bound);
         if self.run.bounds.len() > RUN {
             self.run.bounds.pop_front();
-        }
-        if self.share < EXACT_SHARE {
-            return;
         }
         if let Some((first, changed)) = self.rate_change(then) {
             self.restart(first, changed);
@@ -338,22 +311,13 @@ impl Estimator {
         run.sort_by_key(|b| b.gpu);
         let (first, shown) = shown(&run)?;
         let newest = run.last()?.gpu;
-        let differs = (shown.at(newest) - then.at(newest)).abs() > ON_NS;
+        let differs = (shown.at(newest) - then.at(newest)).abs() > RUN_NS;
         differs.then_some((first, shown))
     }
 
     /// Starts the window anew at `from` (the bounds before it no longer say where the
     /// offset goes), with the line a run showed.
     fn restart(&mut self, from: Bound, line: Line) {
-        if std::env::var_os("EST_DEBUG").is_some() {
-            eprintln!(
-                "RESTART from {:?} old {:?} new {:?} run {}",
-                from,
-                self.line,
-                line,
-                self.run.bounds.len()
-            );
-        }
         self.fitted = Fitted::default();
         for &(bound, _) in self.closed.iter().filter(|(b, _)| b.gpu >= from.gpu) {
             self.fitted.push(bound);
@@ -414,12 +378,22 @@ impl Estimator {
         let drift = self.line.map_or(0.0, |l| l.drift);
         let drift = if self.fitted.span() >= MIN_BASELINE_NS {
             self.fitted.slope().unwrap_or(drift)
-        } else if self.shown {
-            // A window a run began: its slope once its own bounds show one.
-            let window: Vec<Bound> = self.fitted.points().copied().collect();
-            shown(&window).map_or(drift, |(_, line)| line.drift)
         } else {
-            drift
+            // A short window: with the open buckets' bounds (bounds come late), its slope once
+            // they span enough, or, in a window a run began, once they show one.
+            let mut all: Vec<Bound> = self.fitted.points().chain(&open).copied().collect();
+            all.sort_by(|a, b| a.gpu.cmp(&b.gpu).then(a.offset.total_cmp(&b.offset)));
+            all.dedup_by(|later, kept| later.gpu == kept.gpu);
+            let span = all.last().zip(all.first()).map_or(0, |(last, first)| last.gpu - first.gpu);
+            if span >= MIN_BASELINE_NS {
+                let mut fit = Fitted::default();
+                all.iter().for_each(|&b| fit.push(b));
+                fit.slope().unwrap_or(drift)
+            } else if self.shown {
+                shown(&all).map_or(drift, |(_, line)| line.drift)
+            } else {
+                drift
+            }
         };
         let line = if self.fitted.is_empty() {
             touching(open.iter(), drift)
@@ -427,9 +401,6 @@ impl Estimator {
             self.fitted.line_through(drift, open.iter())
         };
         if let Some(line) = line {
-            if std::env::var_os("EST_DEBUG").is_some() && self.line.is_some_and(|l| l.drift != line.drift) {
-                eprintln!("REFIT {:?} -> {:?} span {}", self.line, line, self.fitted.span());
-            }
             self.line = Some(line);
         }
     }
@@ -440,25 +411,44 @@ impl Estimator {
 /// or more, each within [`SUPPORT_NS`] of it, or within [`SUPPORT_RATE`] of their span (the
 /// line's slope is then known to that rate).
 fn shown(bounds: &[Bound]) -> Option<(Bound, Line)> {
+    // The best bound of each GPU time (the hull takes one point per time).
+    let mut best: Vec<Bound> = Vec::with_capacity(bounds.len());
+    for &b in bounds {
+        match best.last_mut() {
+            Some(last) if last.gpu == b.gpu => last.offset = last.offset.max(b.offset),
+            _ => best.push(b),
+        }
+    }
     let mut fit = Fitted::default();
-    bounds.iter().for_each(|&b| fit.push(b));
+    best.iter().for_each(|&b| fit.push(b));
     let shown = fit.line_through(fit.slope()?, std::iter::empty())?;
     let close = (SUPPORT_RATE * fit.span() as f64).max(SUPPORT_NS);
-    // Bounds at about one time count once: two define any line.
-    let mut on = bounds.iter().filter(|b| shown.at(b.gpu) - b.offset <= close);
-    let first = *on.next()?;
-    let (count, last) =
-        on.fold(
-            (1, first.gpu),
-            |(n, last), b| {
-                if b.gpu - last >= SUPPORT_GAP_NS {
-                    (n + 1, b.gpu)
-                } else {
-                    (n, last)
-                }
-            },
-        );
-    (count >= SUPPORT && last - first.gpu >= SUPPORT_SPAN_NS).then_some((first, shown))
+    let is_on = |b: &&Bound| shown.at(b.gpu) - b.offset <= close;
+    // Exact enough: a quarter of all the bounds on it. The best of jittered bounds lie near
+    // their envelope, any line through the best of them, but few of all.
+    if (bounds.iter().filter(is_on).count() as f64) < EXACT_SHARE * bounds.len() as f64 {
+        return None;
+    }
+    let on: Vec<&Bound> = best.iter().filter(is_on).collect();
+    let bounds = &best[..];
+    // Bounds at about one time count once, and half of them on each half of the run: two
+    // define any line, and a line through one far bound and bounds near the other end is
+    // only as good as that one bound.
+    let (first, newest) = (bounds.first()?.gpu, bounds.last()?.gpu);
+    let middle = first + (newest - first) / 2;
+    let (mut older, mut newer, mut last) = (0, 0, i64::MIN);
+    for b in &on {
+        if b.gpu.saturating_sub(last) >= SUPPORT_GAP_NS {
+            last = b.gpu;
+            if b.gpu < middle {
+                older += 1;
+            } else {
+                newer += 1;
+            }
+        }
+    }
+    let spread = last - on.first()?.gpu >= SUPPORT_SPAN_NS;
+    (older >= 1 && newer >= 1 && older + newer >= SUPPORT && spread).then_some((**on.first()?, shown))
 }
 
 #[cfg(all(test, not(gpu_event_pool_loom)))]
