@@ -28,13 +28,15 @@
 //!   line ends the lateness (the GPU is idle again); one above it in the lateness's first
 //!   second lowers it (the first late bounds were later than the GPU's steady lateness).
 //! - **A run on one side is a rate change.** Bounds that leave the line gradually are a
-//!   rate change (NTP or chrony slewing the host clock), not lateness: when the bounds since
-//!   the last one on the line are fitted by a line that [`SUPPORT`] of them lie on
-//!   (within [`ON_NS`], over [`SUPPORT_SPAN_NS`] or more) and that differs from the current
-//!   one, the window starts anew at the run's start and the line is that line. Only while
-//!   bounds are exact enough to show it: a quarter of the recent ones on the line
-//!   ([`EXACT_SHARE`]); bounds jittered by more move the line by the fit alone, over
-//!   seconds.
+//!   rate change (NTP or chrony slewing the host clock), not lateness. The bounds off the
+//!   line since the last one on it (below it by more than [`RUN_NS`], or above it: the line
+//!   rises to each, so a rate that grows shows as bounds each a little above) form a *run*;
+//!   when a line of their own fits them exactly, the window starts anew where the run began
+//!   and the line is that line. Exactly: [`SUPPORT`] bounds on it at distinct times, on both
+//!   halves of the run and over [`SUPPORT_SPAN_NS`] or more, within [`SUPPORT_NS`] (or
+//!   [`SUPPORT_RATE`] of the run's span), and a quarter of all its bounds ([`EXACT_SHARE`]).
+//!   Jittered bounds do not show one (their best lie near any line through the best of
+//!   them, but few of them do): the line follows them by the fit alone, over seconds.
 //! - **A bound above the line moves it at once.** The line never stays below a lower bound
 //!   it has seen (the base rises to it, the drift kept until the next refit).
 //! - **Wrong bounds are dropped.** A lower bound above an upper bound (carried with the
@@ -44,8 +46,9 @@
 //!   jumped). It is dropped and the bounds kept are taken again from the first.
 //!
 //! Bounds are kept per [`BUCKET_NS`] of GPU time (the best of each), the last [`HISTORY`]
-//! buckets (about 33 s: a drift of 0.5 ppm moves the offset 16 µs over it). The drift is
-//! fitted over [`MIN_BASELINE_NS`] of the window or more, or over less once a run showed it.
+//! buckets (about 33 s at a bound every few milliseconds: a drift of 0.5 ppm moves the
+//! offset 16 µs over it). The drift is fitted over [`MIN_BASELINE_NS`] of bounds or more, or,
+//! in a window a run began, over less once its bounds show it exactly.
 
 mod hull;
 
@@ -62,14 +65,14 @@ pub(crate) const LATE_NS: f64 = 100_000.0;
 pub(crate) const MAX_DRIFT: f64 = 1e-3;
 /// The fastest the offset's rate can change: from one plausible drift to its opposite.
 const STEP_RATE: f64 = 2.0 * MAX_DRIFT;
-/// A bound this close (ns) to the line is on it...
+/// A bound this close (ns) to the line is on it, for the time since the last bound on it.
 const ON_NS: f64 = 1_000.0;
-/// A bound further below the line than this (ns), or above it by more than [`UP_NS`], is
-/// off it, for a run.
+/// A bound further below the line than this (ns)...
 const RUN_NS: f64 = 200.0;
+/// ...or above it by more than this (ns) is off it, in a run.
 const UP_NS: f64 = 10.0;
-/// Bounds of a run on a line for it to be taken as the new rate, half on each half of the
-/// run's span...
+/// Bounds of a run on a line of its own for the line to be taken as the new rate, at least
+/// one on each half of the run's span...
 const SUPPORT: usize = 3;
 /// ...at least this much GPU time apart (1 ms)...
 const SUPPORT_GAP_NS: i64 = 1_000_000;
@@ -82,7 +85,7 @@ const SUPPORT_RATE: f64 = 0.5e-6;
 /// The least share of a run's bounds on its line for it to be taken.
 const EXACT_SHARE: f64 = 0.25;
 /// Bounds of a run kept, the newest.
-const RUN: usize = 64;
+const RUN: usize = 48;
 /// How long after a lateness began a bound above the line lowers it (1 s).
 const ENTRY_NS: i64 = 1_000_000_000;
 /// Buckets still open to bounds that arrive out of order (lists are emitted by lane, not by
@@ -90,7 +93,7 @@ const ENTRY_NS: i64 = 1_000_000_000;
 const OPEN: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 4 };
 /// ...and as many more as the bounds arrive late (GPU ns behind the newest), up to 1 s.
 const MAX_OPEN_NS: i64 = 1_000_000_000;
-/// The shortest span of GPU time a drift is fitted over (500 ms) but after a run.
+/// The shortest span of GPU time a drift is fitted over (500 ms), but in a window a run began.
 pub(crate) const MIN_BASELINE_NS: i64 = 500_000_000;
 /// How fast the fit forgets: a bound this much GPU time older than the latest weighs half
 /// as much (4 s).
@@ -121,8 +124,8 @@ impl Line {
     }
 }
 
-/// The best lower bound of one open bucket of GPU time, as fitted (`lower`: raised by the
-/// lateness) and as read (`raw`).
+/// The best lower bound of one open bucket of GPU time, as fitted (raised by the GPU's
+/// lateness) and as read.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     index: i64,
@@ -142,6 +145,8 @@ struct Lateness {
 struct Run {
     from: Option<(Bound, Line)>,
     bounds: VecDeque<Bound>,
+    /// Bounds that came since the run was last looked at.
+    unseen: usize,
 }
 
 /// Turns bounds into the best offset line (the module doc says how).
@@ -292,21 +297,33 @@ impl Estimator {
             let then = if on(below) { line } else { then };
             self.run.from = Some((bound, then));
             self.run.bounds.clear();
+            self.run.unseen = 0;
             return;
         }
         self.run.bounds.push_back(bound);
         if self.run.bounds.len() > RUN {
             self.run.bounds.pop_front();
         }
+        // A long run is looked at again every eighth of its length: exact bounds show a rate
+        // change within a few, so a long run is of jittered ones, and a look costs its length.
+        self.run.unseen += 1;
+        if self.run.unseen < self.run.bounds.len().div_ceil(8) {
+            return;
+        }
+        self.run.unseen = 0;
         if let Some((first, changed)) = self.rate_change(then) {
             self.restart(first, changed);
         }
     }
 
-    /// The line the run shows and the first of its bounds on it, if [`SUPPORT`] of its
-    /// bounds lie on it over [`SUPPORT_SPAN_NS`] or more and it leaves `then` (the line when
-    /// the run began) by more than [`ON_NS`] at the newest.
+    /// The line the run shows ([`shown`]) and the first of its bounds on it, if it leaves
+    /// `then` (the line when the run began) by more than [`RUN_NS`] at the newest bound.
     fn rate_change(&self, then: Line) -> Option<(Bound, Line)> {
+        let (first, newest) =
+            self.run.bounds.iter().fold((i64::MAX, i64::MIN), |(f, n), b| (f.min(b.gpu), n.max(b.gpu)));
+        if self.run.bounds.len() < SUPPORT || newest.saturating_sub(first) < SUPPORT_SPAN_NS {
+            return None;
+        }
         let mut run: Vec<Bound> = self.run.bounds.iter().copied().collect();
         run.sort_by_key(|b| b.gpu);
         let (first, shown) = shown(&run)?;
@@ -326,7 +343,7 @@ impl Estimator {
         self.shown = true;
         self.line = Some(line);
         let newest = self.run.bounds.iter().copied().max_by_key(|b| b.gpu).unwrap_or(from);
-        self.run = Run { from: Some((newest, line)), bounds: VecDeque::new() };
+        self.run = Run { from: Some((newest, line)), ..Run::default() };
     }
 
     /// Opens the bucket of `gpu` if it is newer than every open one, closing the open ones
@@ -370,8 +387,9 @@ impl Estimator {
     }
 
     /// Fits the line anew over the window and the open buckets' bounds: the drift from the
-    /// window when it spans [`MIN_BASELINE_NS`] (or a run showed it), the line on or above
-    /// every bound.
+    /// window when it spans [`MIN_BASELINE_NS`] (with the open buckets' bounds if it is
+    /// shorter: bounds come late; or, in a window a run began, once they show it exactly),
+    /// the line on or above every bound.
     fn refit(&mut self) {
         let open = self.open.iter().filter_map(|b| b.best.map(|(bound, _)| bound));
         let open: Vec<Bound> = open.filter(|b| b.gpu >= self.window_from).collect();
@@ -406,10 +424,12 @@ impl Estimator {
     }
 }
 
-/// The line `bounds` (in GPU order) show, and the first of them on it, if they show one:
-/// [`SUPPORT`] of them on it, at least [`SUPPORT_GAP_NS`] apart and over [`SUPPORT_SPAN_NS`]
-/// or more, each within [`SUPPORT_NS`] of it, or within [`SUPPORT_RATE`] of their span (the
-/// line's slope is then known to that rate).
+/// The line `bounds` (in GPU order) show exactly, and the first of them on it, if they show
+/// one: their fitted line ([`Fitted::slope`]), with [`SUPPORT`] of them on it at distinct
+/// times ([`SUPPORT_GAP_NS`] apart), one or more on each half of their span, over
+/// [`SUPPORT_SPAN_NS`] or more, each within [`SUPPORT_NS`] of it or within [`SUPPORT_RATE`] of
+/// their span (the line's slope is then known to that rate); and a quarter of all of them on
+/// it ([`EXACT_SHARE`]).
 fn shown(bounds: &[Bound]) -> Option<(Bound, Line)> {
     // The best bound of each GPU time (the hull takes one point per time).
     let mut best: Vec<Bound> = Vec::with_capacity(bounds.len());
