@@ -14,7 +14,7 @@
 
 mod clock_common;
 
-use clock_common::{run_case, Case, Skewed, Trouble, BAD_PAIR_ERROR, MS, S};
+use clock_common::{run_case, Case, Goal, Skewed, Trouble, BAD_PAIR_ERROR, GOAL, MS, S};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::{location, TracingContext};
 
@@ -22,28 +22,33 @@ const DRIFTS_PPM: [f64; 9] = [0.0, 0.5, -0.5, 1.0, -1.0, 10.0, -10.0, 100.0, -10
 const TROUBLES: [Trouble; 4] =
     [Trouble::LateWhileBusy, Trouble::Jitter, Trouble::HostJitter, Trouble::BadFirstPairs];
 
-fn matrix(troubles: &[Trouble], seconds: i64, period: i64, long_every: u64) {
+/// Runs every case, printing each, and fails with those that missed their goal.
+fn all_hold(cases: impl IntoIterator<Item = (String, Case, Goal)>) {
     let mut failures = Vec::new();
-    for &trouble in troubles {
-        for drift in DRIFTS_PPM {
-            let worst = run_case(&Case { long_every, ..Case::new(drift, trouble, seconds, period) });
-            let first_pair_error = if trouble == Trouble::BadFirstPairs { BAD_PAIR_ERROR } else { 100_000 };
-            let ok = worst.after <= 2_000
-                && worst.before <= first_pair_error
-                && worst.duration_excess <= 0
-                && worst.backwards == 0
-                && worst.time_errors.is_empty()
-                && worst.other_errors == 0;
-            println!(
-                "{trouble:?} {drift:+} ppm over {seconds} s: {worst:?}{}",
-                if ok { "" } else { "  FAILED" }
-            );
-            if !ok {
-                failures.push(format!("{trouble:?} at {drift:+} ppm: {worst:?}"));
-            }
+    for (name, case, goal) in cases {
+        let worst = run_case(&case);
+        let missed = worst.shortfall(&goal);
+        println!("{name}: {worst:?}{}", missed.as_ref().map_or(String::new(), |m| format!("  FAILED: {m}")));
+        if let Some(missed) = missed {
+            failures.push(format!("{name}: {missed}"));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Every drift of the matrix with each of `troubles`: the goal, from 1 s on. With every host
+/// read jittered (`HostJitter`), from 2 s on: the first second's bounds are all up to 50 µs
+/// weak, and the fit takes that long to find the few good ones (docs/design.md, section 8,
+/// "What the clock cannot do").
+fn matrix(troubles: &[Trouble], seconds: i64, period: i64, long_every: u64) {
+    all_hold(troubles.iter().flat_map(|&trouble| {
+        DRIFTS_PPM.map(|drift| {
+            let case = Case { long_every, ..Case::new(drift, trouble, seconds, period) };
+            let first = if trouble == Trouble::BadFirstPairs { BAD_PAIR_ERROR } else { GOAL.first };
+            let from = if trouble == Trouble::HostJitter { 2 * S } else { S };
+            (format!("{trouble:?} {drift:+} ppm over {seconds} s"), case, Goal { first, from, ..GOAL })
+        })
+    }));
 }
 
 /// Every case for two simulated minutes, one round every 20 ms, a long zone every minute.
@@ -60,6 +65,62 @@ fn clock_matrix_over_two_minutes() {
 #[ignore = "slow in debug builds: CI runs it in release mode"]
 fn clock_matrix_over_ten_hours() {
     matrix(&[Trouble::LateWhileBusy, Trouble::Jitter, Trouble::BadFirstPairs], 10 * 3_600, 250 * MS, 2_400);
+}
+
+/// Ten simulated hours while NTP or chrony keeps changing the host clock's rate: every 5
+/// minutes by up to 2 ppm either way (within 100 ppm of the start), with exact bounds,
+/// jittered pairs, and anchors late while the GPU is busy.
+#[test]
+#[ignore = "slow in debug builds: CI runs it in release mode"]
+fn a_host_clock_whose_rate_keeps_changing_over_ten_hours() {
+    const HOURS: i64 = 10;
+    let walk = |start: f64, seed: u64| {
+        let mut x = seed;
+        let (mut drift, mut changes) = (start, Vec::new());
+        for k in 1..(HOURS * 12) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let step = (x % 401) as f64 / 100.0 - 2.0;
+            drift = (drift + step).clamp(start - 100.0, start + 100.0);
+            changes.push((k * 300 * S, drift));
+        }
+        changes
+    };
+    all_hold([Trouble::None, Trouble::Jitter, Trouble::LateWhileBusy].into_iter().flat_map(|trouble| {
+        [0.0, 50.0, -50.0].map(|start| {
+            let case = Case {
+                changes: walk(start, 0x2545_f491_4f6c_dd1d ^ start.to_bits()),
+                long_every: 2_400,
+                ..Case::new(start, trouble, HOURS * 3_600, 250 * MS)
+            };
+            let goal = Goal { rate_ppm: 12.0, ..GOAL };
+            (format!("{trouble:?} from {start:+} ppm, steps of up to 2 ppm every 5 min"), case, goal)
+        })
+    }));
+}
+
+/// A GPU idle for a minute (or 2 s), then busy for ten simulated hours (every anchor and every
+/// list's first record reached 1 ms late, every pair jittered too), while the host clock's rate
+/// moves by up to 1 ppm every 30 minutes: the late bounds, late by a steady amount, show it.
+#[test]
+#[ignore = "slow in debug builds: CI runs it in release mode"]
+fn a_gpu_busy_for_ten_hours_follows_the_host_clocks_rate() {
+    const HOURS: i64 = 10;
+    let changes = |start: f64| {
+        (1..HOURS * 2).map(|k| (k * 1_800 * S, start + [0.6, -0.4, 1.0, 0.0][k as usize % 4])).collect()
+    };
+    all_hold([Trouble::LateWhileBusy, Trouble::LateAndJitter].into_iter().flat_map(|trouble| {
+        [(60 * S, 0.0), (60 * S, 10.0), (2 * S, -10.0), (2 * S, 100.0)].map(|(idle, start)| {
+            let case = Case {
+                changes: changes(start),
+                busy: Some((idle, (HOURS + 1) * 3_600 * S)),
+                ..Case::new(start, trouble, HOURS * 3_600, 250 * MS)
+            };
+            let goal = Goal { rate_ppm: 11.0, ..GOAL };
+            (format!("{trouble:?} busy from {} s, {start:+} ppm moving by up to 1 ppm", idle / S), case, goal)
+        })
+    }));
 }
 
 /// Issue 26, item 1: anchors 1 ms late while the GPU is busy, idle for the first 1.2 s and

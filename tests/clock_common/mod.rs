@@ -246,6 +246,40 @@ impl Case {
     }
 }
 
+/// What a case must hold: within `after` ns of the truth from `from` ns of GPU time on (1 s
+/// or 2 s) and within `first` ns before 1 s, host durations within 1 ns plus `rate_ppm` ppm
+/// of the true ones (from 1 s on), host time never back, and no error but time errors.
+#[derive(Debug, Clone, Copy)]
+pub struct Goal {
+    pub after: i64,
+    pub from: i64,
+    pub first: i64,
+    pub rate_ppm: f64,
+}
+
+/// 2 µs from 1 s on, 100 µs before, durations within 10 ppm.
+pub const GOAL: Goal = Goal { after: 2_000, from: S, first: 100_000, rate_ppm: 10.0 };
+
+impl Worst {
+    /// What of `goal` this case missed, if anything.
+    pub fn shortfall(&self, goal: &Goal) -> Option<String> {
+        let after = if goal.from >= 2 * S { self.after_2s } else { self.after };
+        let missed = [
+            (after > goal.after, format!("{after} ns off the truth (at most {})", goal.after)),
+            (
+                self.before > goal.first,
+                format!("{} ns off in the first second (at most {})", self.before, goal.first),
+            ),
+            (self.duration_ppm > goal.rate_ppm, format!("a duration {:.1} ppm off", self.duration_ppm)),
+            (self.backwards > 0, format!("host time went back {} times", self.backwards)),
+            (self.other_errors > 0, format!("{} errors", self.other_errors)),
+        ];
+        let missed: Vec<String> =
+            missed.into_iter().filter(|(miss, _)| *miss).map(|(_, what)| what).collect();
+        (!missed.is_empty()).then(|| missed.join(", "))
+    }
+}
+
 /// What one case measured.
 #[derive(Debug, Default)]
 pub struct Worst {
