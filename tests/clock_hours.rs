@@ -25,7 +25,8 @@ const TROUBLES: [Trouble; 4] =
 /// Runs every case, printing each, and fails with those that missed their goal.
 fn all_hold(cases: impl IntoIterator<Item = (String, Case, Goal)>) {
     let mut failures = Vec::new();
-    for (name, case, goal) in cases {
+    let only = std::env::var("ONLY").unwrap_or_default();
+    for (name, case, goal) in cases.into_iter().filter(|(n, _, _)| n.contains(&only)) {
         let worst = run_case(&case);
         let missed = worst.shortfall(&goal);
         println!("{name}: {worst:?}{}", missed.as_ref().map_or(String::new(), |m| format!("  FAILED: {m}")));

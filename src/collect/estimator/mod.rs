@@ -81,7 +81,7 @@ const SUPPORT_SPAN_NS: i64 = 10_000_000;
 /// ...each within this much of the line (ns)...
 const SUPPORT_NS: f64 = 20.0;
 /// ...or within this rate of the run's span, if more: the line's slope is known to it.
-const SUPPORT_RATE: f64 = 0.5e-6;
+const SUPPORT_RATE: f64 = 0.0;
 /// The least share of a run's bounds on its line for it to be taken.
 const EXACT_SHARE: f64 = 0.25;
 /// Bounds of a run kept, the newest.
@@ -228,6 +228,7 @@ impl Estimator {
         if line.at(bound.gpu) <= bound.offset + CONTRADICTION_NS {
             return false;
         }
+        if std::env::var_os("EST_DEBUG").is_some() { eprintln!("CONTRA at {} line {:?} upper {:?}", bound.gpu, line.at(bound.gpu), bound.offset); }
         let right = |lower: &Bound| {
             let carried = MAX_DRIFT * (lower.gpu - bound.gpu).unsigned_abs() as f64;
             lower.offset <= bound.offset + carried + CONTRADICTION_NS
@@ -256,6 +257,7 @@ impl Estimator {
         let depth = on - fitted.offset;
         let since = self.last_on.map_or(0, |on| raw.gpu.saturating_sub(on).max(0));
         if depth > LATE_NS && depth > STEP_RATE * since as f64 + ON_NS {
+            if std::env::var_os("EST_LATE").is_some() { eprintln!("LATE at {} depth {} since {} late {}", raw.gpu, depth, since, self.late.ns); }
             // Further below than any change of rate takes it: reached late.
             self.late = Lateness { ns: self.late.ns + depth, since: raw.gpu };
             return None;
@@ -286,7 +288,7 @@ impl Estimator {
         if below.abs() <= ON_NS {
             self.last_on = self.last_on.max(Some(bound.gpu));
         }
-        let Some((_, then)) = self.run.from.filter(|(from, _)| from.gpu < bound.gpu) else {
+        let Some((from, then)) = self.run.from.filter(|(from, _)| from.gpu < bound.gpu) else {
             self.run.from = self.run.from.or(Some((bound, line)));
             return;
         };
@@ -311,14 +313,25 @@ impl Estimator {
             return;
         }
         self.run.unseen = 0;
-        if let Some((first, changed)) = self.rate_change(then) {
-            self.restart(first, changed);
+        match self.rate_change(from, then, line) {
+            Some((shown, true)) => self.restart(shown.first, shown.line),
+            // The run shows the line now after all: it is on it.
+            Some((_, false)) => {
+                let newest = self.run.bounds.iter().copied().max_by_key(|b| b.gpu).unwrap_or(bound);
+                self.run = Run { from: Some((newest, line)), ..Run::default() };
+            }
+            None => {}
         }
     }
 
-    /// The line the run shows ([`shown`]) and the first of its bounds on it, if it leaves
-    /// `then` (the line when the run began) by more than [`RUN_NS`] at the newest bound.
-    fn rate_change(&self, then: Line) -> Option<(Bound, Line)> {
+    /// The line the run shows ([`shown`]), if it shows one, and whether it is a change of rate:
+    /// it meets `then` (the line when the run began, at `from`) where the run began (they part
+    /// at `from` by no more than their slopes part until the run's first bound: a change of
+    /// lateness is a step, not a slope), and it parts from `now`, the line now, by more than
+    /// [`RUN_NS`] and twice how close the run's bounds are to it, as far past the newest
+    /// bound as the run is long (a line raised to each bound of a run above it meets the
+    /// run's line at the newest bound, and only parts from it after).
+    fn rate_change(&self, from: Bound, then: Line, now: Line) -> Option<(Shown, bool)> {
         let (first, newest) =
             self.run.bounds.iter().fold((i64::MAX, i64::MIN), |(f, n), b| (f.min(b.gpu), n.max(b.gpu)));
         if self.run.bounds.len() < SUPPORT || newest.saturating_sub(first) < SUPPORT_SPAN_NS {
@@ -326,15 +339,17 @@ impl Estimator {
         }
         let mut run: Vec<Bound> = self.run.bounds.iter().copied().collect();
         run.sort_by_key(|b| b.gpu);
-        let (first, shown) = shown(&run)?;
-        let newest = run.last()?.gpu;
-        let differs = (shown.at(newest) - then.at(newest)).abs() > RUN_NS;
-        differs.then_some((first, shown))
+        let shown = shown(&run)?;
+        let meets = true;
+        let ahead = newest.saturating_add(newest - first);
+        let parts = (shown.line.at(ahead) - now.at(ahead)).abs() > RUN_NS.max(2.0 * shown.close);
+        Some((shown, meets && parts))
     }
 
     /// Starts the window anew at `from` (the bounds before it no longer say where the
     /// offset goes), with the line a run showed.
     fn restart(&mut self, from: Bound, line: Line) {
+        if std::env::var_os("EST_DEBUG").is_some() { eprintln!("RESTART from {:?} old {:?} new {:?} run {}", from, self.line, line, self.run.bounds.len()); if std::env::var_os("EST_RUN").is_some() { for b in &self.run.bounds { eprintln!("   {} {} new {} old {}", b.gpu, b.offset, line.at(b.gpu) - b.offset, self.line.map_or(0.0, |l| l.at(b.gpu) - b.offset)); } } }
         self.fitted = Fitted::default();
         for &(bound, _) in self.closed.iter().filter(|(b, _)| b.gpu >= from.gpu) {
             self.fitted.push(bound);
@@ -408,7 +423,7 @@ impl Estimator {
                 all.iter().for_each(|&b| fit.push(b));
                 fit.slope().unwrap_or(drift)
             } else if self.shown {
-                shown(&all).map_or(drift, |(_, line)| line.drift)
+                shown(&all).map_or(drift, |shown| shown.line.drift)
             } else {
                 drift
             }
@@ -419,9 +434,19 @@ impl Estimator {
             self.fitted.line_through(drift, open.iter())
         };
         if let Some(line) = line {
+            if std::env::var_os("EST_LINE").is_some() && (self.open.back().map_or(0, |b| b.index) * BUCKET_NS) % 300_000_000_000 < 20_000_000 { let g = self.open.back().unwrap().index * BUCKET_NS; eprintln!("LINE {} {} {}", g, line.at(g), line.drift); }
             self.line = Some(line);
         }
     }
+}
+
+/// A line bounds show exactly: the line, the first of them on it, and how close to it they
+/// are (ns).
+#[derive(Debug, Clone, Copy)]
+struct Shown {
+    line: Line,
+    first: Bound,
+    close: f64,
 }
 
 /// The line `bounds` (in GPU order) show exactly, and the first of them on it, if they show
@@ -430,7 +455,7 @@ impl Estimator {
 /// [`SUPPORT_SPAN_NS`] or more, each within [`SUPPORT_NS`] of it or within [`SUPPORT_RATE`] of
 /// their span (the line's slope is then known to that rate); and a quarter of all of them on
 /// it ([`EXACT_SHARE`]).
-fn shown(bounds: &[Bound]) -> Option<(Bound, Line)> {
+fn shown(bounds: &[Bound]) -> Option<Shown> {
     // The best bound of each GPU time (the hull takes one point per time).
     let mut best: Vec<Bound> = Vec::with_capacity(bounds.len());
     for &b in bounds {
@@ -444,9 +469,11 @@ fn shown(bounds: &[Bound]) -> Option<(Bound, Line)> {
     let shown = fit.line_through(fit.slope()?, std::iter::empty())?;
     let close = (SUPPORT_RATE * fit.span() as f64).max(SUPPORT_NS);
     let is_on = |b: &&Bound| shown.at(b.gpu) - b.offset <= close;
-    // Exact enough: a quarter of all the bounds on it. The best of jittered bounds lie near
-    // their envelope, any line through the best of them, but few of all.
-    if (bounds.iter().filter(is_on).count() as f64) < EXACT_SHARE * bounds.len() as f64 {
+    // Exact enough: a quarter of all the bounds on it but the two it is drawn through. The
+    // best of jittered bounds lie near their envelope, any line through the best of them,
+    // but few of all.
+    let on_it = bounds.iter().filter(is_on).count().saturating_sub(2);
+    if (on_it as f64) < EXACT_SHARE * bounds.len().saturating_sub(2) as f64 {
         return None;
     }
     let on: Vec<&Bound> = best.iter().filter(is_on).collect();
@@ -468,7 +495,8 @@ fn shown(bounds: &[Bound]) -> Option<(Bound, Line)> {
         }
     }
     let spread = last - on.first()?.gpu >= SUPPORT_SPAN_NS;
-    (older >= 1 && newer >= 1 && older + newer >= SUPPORT && spread).then_some((**on.first()?, shown))
+    let first = **on.first()?;
+    (older >= 1 && newer >= 1 && older + newer >= SUPPORT && spread).then_some(Shown { line: shown, first, close })
 }
 
 #[cfg(all(test, not(gpu_event_pool_loom)))]
