@@ -16,15 +16,16 @@ use clock_common::{run_case, Case, Goal, Read, Trouble, Worst, GOAL, MS, S};
 use gpu_event_pool::TimeError;
 
 /// How far a change of rate by `ppm` may take a zone, and its duration, before bounds show
-/// it: three exact bounds at distinct times over 10 ms after the bounds leave the line, which
-/// a collect every 10 ms makes in 40 ms (50 ms with jittered pairs, whose lists alone are
-/// exact: one time a round). A larger error than 2 µs is slewed away within 20 ms, which
-/// stretches durations by up to that error over 20 ms.
+/// it: four exact bounds at distinct times, two on each half of 10 ms or more, after the
+/// bounds leave the line, which a collect every 10 ms makes within 50 ms (100 ms with
+/// jittered pairs, whose lists alone are exact: one time a round). Meanwhile host durations
+/// are off by the change (twice the change, with the slope first taken from the run's few
+/// bounds, and the correction's slew: 5 ppm), or, above 2 µs, by the error over 20 ms.
 fn after_change(ppm: f64, trouble: Trouble) -> Goal {
-    let shown_within = if trouble == Trouble::Jitter { 50.0 } else { 40.0 } * MS as f64;
+    let shown_within = if trouble == Trouble::Jitter { 100.0 } else { 50.0 } * MS as f64;
     let after = (ppm.abs() * 1e-6 * shown_within).max(2_000.0) as i64;
     let slew = if after > 2_000 { after as f64 / 20e6 * 1e6 } else { 0.0 };
-    Goal { after, rate_ppm: 10.0 + ppm.abs() + slew, ..GOAL }
+    Goal { after, rate_ppm: 10.0 + 2.0 * ppm.abs() + slew, ..GOAL }
 }
 
 fn check(name: &str, case: &Case, goal: &Goal) -> Worst {
@@ -38,14 +39,14 @@ fn check(name: &str, case: &Case, goal: &Goal) -> Worst {
 
 /// A steady drift is followed from the first bounds: an anchor every collect says where the
 /// offset is to within the drift over that long, so the first second holds to within the
-/// drift over 50 ms, the time three exact bounds take to show it (before: a line flat until
-/// 500 ms of bounds, 54 µs off at 100 ppm).
+/// drift over the time exact bounds take to show it, as a change of rate from none at the
+/// start (before: a line flat until 500 ms of bounds, 54 µs off at 100 ppm).
 #[test]
 #[cfg_attr(miri, ignore = "simulated seconds")]
 fn a_steady_drift_is_followed_from_the_first_bounds() {
     for drift in [100.0_f64, -100.0, 30.0, -30.0] {
         for trouble in [Trouble::None, Trouble::Jitter] {
-            let goal = Goal { first: ((drift.abs() * 1e-6 * 50e6) as i64).max(2_000), ..GOAL };
+            let goal = Goal { first: after_change(drift, trouble).after, ..GOAL };
             let worst =
                 check(&format!("{drift:+} ppm, {trouble:?}"), &Case::new(drift, trouble, 5, 20 * MS), &goal);
             assert!(worst.time_errors.is_empty());

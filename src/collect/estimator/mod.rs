@@ -73,7 +73,7 @@ const RUN_NS: f64 = 200.0;
 const UP_NS: f64 = 10.0;
 /// Bounds of a run on a line of its own for the line to be taken as the new rate, at least
 /// one on each half of the run's span...
-const SUPPORT: usize = 3;
+const SUPPORT: usize = 4;
 /// ...at least this much GPU time apart (1 ms)...
 const SUPPORT_GAP_NS: i64 = 1_000_000;
 /// ...spanning this much GPU time (10 ms) or more...
@@ -85,7 +85,7 @@ const SUPPORT_RATE: f64 = 0.0;
 /// The least share of a run's bounds on its line for it to be taken.
 const EXACT_SHARE: f64 = 0.25;
 /// Bounds of a run kept, the newest.
-const RUN: usize = 48;
+const RUN: usize = 24;
 /// How long after a lateness began a bound above the line lowers it (1 s).
 const ENTRY_NS: i64 = 1_000_000_000;
 /// Buckets still open to bounds that arrive out of order (lists are emitted by lane, not by
@@ -228,7 +228,6 @@ impl Estimator {
         if line.at(bound.gpu) <= bound.offset + CONTRADICTION_NS {
             return false;
         }
-        if std::env::var_os("EST_DEBUG").is_some() { eprintln!("CONTRA at {} line {:?} upper {:?}", bound.gpu, line.at(bound.gpu), bound.offset); }
         let right = |lower: &Bound| {
             let carried = MAX_DRIFT * (lower.gpu - bound.gpu).unsigned_abs() as f64;
             lower.offset <= bound.offset + carried + CONTRADICTION_NS
@@ -257,7 +256,6 @@ impl Estimator {
         let depth = on - fitted.offset;
         let since = self.last_on.map_or(0, |on| raw.gpu.saturating_sub(on).max(0));
         if depth > LATE_NS && depth > STEP_RATE * since as f64 + ON_NS {
-            if std::env::var_os("EST_LATE").is_some() { eprintln!("LATE at {} depth {} since {} late {}", raw.gpu, depth, since, self.late.ns); }
             // Further below than any change of rate takes it: reached late.
             self.late = Lateness { ns: self.late.ns + depth, since: raw.gpu };
             return None;
@@ -306,10 +304,10 @@ impl Estimator {
         if self.run.bounds.len() > RUN {
             self.run.bounds.pop_front();
         }
-        // A long run is looked at again every eighth of its length: exact bounds show a rate
+        // A long run is looked at again every quarter of its length: exact bounds show a rate
         // change within a few, so a long run is of jittered ones, and a look costs its length.
         self.run.unseen += 1;
-        if self.run.unseen < self.run.bounds.len().div_ceil(8) {
+        if self.run.unseen < self.run.bounds.len().div_ceil(4) {
             return;
         }
         self.run.unseen = 0;
@@ -349,7 +347,6 @@ impl Estimator {
     /// Starts the window anew at `from` (the bounds before it no longer say where the
     /// offset goes), with the line a run showed.
     fn restart(&mut self, from: Bound, line: Line) {
-        if std::env::var_os("EST_DEBUG").is_some() { eprintln!("RESTART from {:?} old {:?} new {:?} run {}", from, self.line, line, self.run.bounds.len()); if std::env::var_os("EST_RUN").is_some() { for b in &self.run.bounds { eprintln!("   {} {} new {} old {}", b.gpu, b.offset, line.at(b.gpu) - b.offset, self.line.map_or(0.0, |l| l.at(b.gpu) - b.offset)); } } }
         self.fitted = Fitted::default();
         for &(bound, _) in self.closed.iter().filter(|(b, _)| b.gpu >= from.gpu) {
             self.fitted.push(bound);
@@ -434,7 +431,6 @@ impl Estimator {
             self.fitted.line_through(drift, open.iter())
         };
         if let Some(line) = line {
-            if std::env::var_os("EST_LINE").is_some() && (self.open.back().map_or(0, |b| b.index) * BUCKET_NS) % 300_000_000_000 < 20_000_000 { let g = self.open.back().unwrap().index * BUCKET_NS; eprintln!("LINE {} {} {}", g, line.at(g), line.drift); }
             self.line = Some(line);
         }
     }
@@ -496,7 +492,7 @@ fn shown(bounds: &[Bound]) -> Option<Shown> {
     }
     let spread = last - on.first()?.gpu >= SUPPORT_SPAN_NS;
     let first = **on.first()?;
-    (older >= 1 && newer >= 1 && older + newer >= SUPPORT && spread).then_some(Shown { line: shown, first, close })
+    (older >= SUPPORT / 2 && newer >= SUPPORT / 2 && spread).then_some(Shown { line: shown, first, close })
 }
 
 #[cfg(all(test, not(gpu_event_pool_loom)))]

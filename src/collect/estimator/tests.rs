@@ -142,25 +142,3 @@ fn lower_bounds_an_upper_bound_proves_wrong_are_dropped() {
     assert!(line.at(100 * MS).abs() < 1.0, "{line:?}");
     assert!(!estimator.upper(b(101 * MS, 500.0)), "a consistent upper bound changes nothing");
 }
-
-#[test]
-#[ignore = "adhoc cost"]
-fn adhoc_cost() {
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut jitter = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % 5_000) as f64
-    };
-    for (name, noise) in [("exact", 0.0), ("jittered 5 us", 1.0)] {
-        let mut estimator = Estimator::new();
-        let n = 2_000_000i64;
-        let start = std::time::Instant::now();
-        for k in 0..n {
-            let gpu = k * 1_000_000;
-            estimator.lower(b(gpu, 1_000.0 + 3e-6 * gpu as f64 - noise * jitter()));
-        }
-        eprintln!("{name}: {:.0} ns per bound", start.elapsed().as_nanos() as f64 / n as f64);
-    }
-}
