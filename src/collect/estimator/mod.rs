@@ -31,12 +31,13 @@
 //!   rate change (NTP or chrony slewing the host clock), not lateness. The bounds off the
 //!   line since the last one on it (below it by more than [`RUN_NS`], or above it: the line
 //!   rises to each, so a rate that grows shows as bounds each a little above) form a *run*;
-//!   when a line of their own fits them exactly, the window starts anew where the run began
-//!   and the line is that line. Exactly: [`SUPPORT`] bounds on it at distinct times, on both
-//!   halves of the run and over [`SUPPORT_SPAN_NS`] or more, within [`SUPPORT_NS`] (or
-//!   [`SUPPORT_RATE`] of the run's span), and a quarter of all its bounds ([`EXACT_SHARE`]).
-//!   Jittered bounds do not show one (their best lie near any line through the best of
-//!   them, but few of them do): the line follows them by the fit alone, over seconds.
+//!   when a line of their own fits them exactly and parts from the line now, the window
+//!   starts anew where that line's bounds begin, and the line is that line. Exactly:
+//!   [`SUPPORT`] bounds on it at distinct times, half on each half of the run and over
+//!   [`SUPPORT_SPAN_NS`] or more, each within [`SUPPORT_NS`], and a quarter of all its
+//!   bounds ([`EXACT_SHARE`]). Jittered bounds seldom show one: their best lie near their
+//!   envelope, but few of them on a line through two of them. Then the line follows them by
+//!   the fit alone, over seconds.
 //! - **A bound above the line moves it at once.** The line never stays below a lower bound
 //!   it has seen (the base rises to it, the drift kept until the next refit).
 //! - **Wrong bounds are dropped.** A lower bound above an upper bound (carried with the
@@ -78,10 +79,9 @@ const SUPPORT: usize = 4;
 const SUPPORT_GAP_NS: i64 = 1_000_000;
 /// ...spanning this much GPU time (10 ms) or more...
 const SUPPORT_SPAN_NS: i64 = 10_000_000;
-/// ...each within this much of the line (ns)...
+/// ...each within this much of the line (ns): jittered bounds fall that near a line through
+/// two of them seldom, exact ones always.
 const SUPPORT_NS: f64 = 20.0;
-/// ...or within this rate of the run's span, if more: the line's slope is known to it.
-const SUPPORT_RATE: f64 = 0.0;
 /// The least share of a run's bounds on its line for it to be taken.
 const EXACT_SHARE: f64 = 0.25;
 /// Bounds of a run kept, the newest.
@@ -286,7 +286,7 @@ impl Estimator {
         if below.abs() <= ON_NS {
             self.last_on = self.last_on.max(Some(bound.gpu));
         }
-        let Some((from, then)) = self.run.from.filter(|(from, _)| from.gpu < bound.gpu) else {
+        let Some((_, then)) = self.run.from.filter(|(from, _)| from.gpu < bound.gpu) else {
             self.run.from = self.run.from.or(Some((bound, line)));
             return;
         };
@@ -311,9 +311,10 @@ impl Estimator {
             return;
         }
         self.run.unseen = 0;
-        match self.rate_change(from, then, line) {
+        match self.rate_change(line) {
             Some((shown, true)) => self.restart(shown.first, shown.line),
-            // The run shows the line now after all: it is on it.
+            // The run shows the line now after all: it is on it (a run that began off a line
+            // since refitted).
             Some((_, false)) => {
                 let newest = self.run.bounds.iter().copied().max_by_key(|b| b.gpu).unwrap_or(bound);
                 self.run = Run { from: Some((newest, line)), ..Run::default() };
@@ -322,14 +323,11 @@ impl Estimator {
         }
     }
 
-    /// The line the run shows ([`shown`]), if it shows one, and whether it is a change of rate:
-    /// it meets `then` (the line when the run began, at `from`) where the run began (they part
-    /// at `from` by no more than their slopes part until the run's first bound: a change of
-    /// lateness is a step, not a slope), and it parts from `now`, the line now, by more than
-    /// [`RUN_NS`] and twice how close the run's bounds are to it, as far past the newest
-    /// bound as the run is long (a line raised to each bound of a run above it meets the
-    /// run's line at the newest bound, and only parts from it after).
-    fn rate_change(&self, from: Bound, then: Line, now: Line) -> Option<(Shown, bool)> {
+    /// The line the run shows ([`shown`]), if it shows one, and whether it parts from `now`,
+    /// the line now, by more than [`RUN_NS`] as far past the newest bound as the run is long
+    /// (a line raised to each bound of a run above it meets the run's line at the newest
+    /// bound, and only parts from it after).
+    fn rate_change(&self, now: Line) -> Option<(Shown, bool)> {
         let (first, newest) =
             self.run.bounds.iter().fold((i64::MAX, i64::MIN), |(f, n), b| (f.min(b.gpu), n.max(b.gpu)));
         if self.run.bounds.len() < SUPPORT || newest.saturating_sub(first) < SUPPORT_SPAN_NS {
@@ -338,10 +336,9 @@ impl Estimator {
         let mut run: Vec<Bound> = self.run.bounds.iter().copied().collect();
         run.sort_by_key(|b| b.gpu);
         let shown = shown(&run)?;
-        let meets = true;
         let ahead = newest.saturating_add(newest - first);
-        let parts = (shown.line.at(ahead) - now.at(ahead)).abs() > RUN_NS.max(2.0 * shown.close);
-        Some((shown, meets && parts))
+        let parts = (shown.line.at(ahead) - now.at(ahead)).abs() > RUN_NS;
+        Some((shown, parts))
     }
 
     /// Starts the window anew at `from` (the bounds before it no longer say where the
@@ -436,21 +433,18 @@ impl Estimator {
     }
 }
 
-/// A line bounds show exactly: the line, the first of them on it, and how close to it they
-/// are (ns).
+/// A line bounds show exactly, and the first of them on it.
 #[derive(Debug, Clone, Copy)]
 struct Shown {
     line: Line,
     first: Bound,
-    close: f64,
 }
 
 /// The line `bounds` (in GPU order) show exactly, and the first of them on it, if they show
-/// one: their fitted line ([`Fitted::slope`]), with [`SUPPORT`] of them on it at distinct
-/// times ([`SUPPORT_GAP_NS`] apart), one or more on each half of their span, over
-/// [`SUPPORT_SPAN_NS`] or more, each within [`SUPPORT_NS`] of it or within [`SUPPORT_RATE`] of
-/// their span (the line's slope is then known to that rate); and a quarter of all of them on
-/// it ([`EXACT_SHARE`]).
+/// one: their fitted line ([`Fitted::slope`]), with [`SUPPORT`] of them on it (within
+/// [`SUPPORT_NS`]) at distinct times [`SUPPORT_GAP_NS`] apart, half on each half of their
+/// span, over [`SUPPORT_SPAN_NS`] or more; and a quarter of all of them but the two it is
+/// drawn through ([`EXACT_SHARE`]).
 fn shown(bounds: &[Bound]) -> Option<Shown> {
     // The best bound of each GPU time (the hull takes one point per time).
     let mut best: Vec<Bound> = Vec::with_capacity(bounds.len());
@@ -463,8 +457,7 @@ fn shown(bounds: &[Bound]) -> Option<Shown> {
     let mut fit = Fitted::default();
     best.iter().for_each(|&b| fit.push(b));
     let shown = fit.line_through(fit.slope()?, std::iter::empty())?;
-    let close = (SUPPORT_RATE * fit.span() as f64).max(SUPPORT_NS);
-    let is_on = |b: &&Bound| shown.at(b.gpu) - b.offset <= close;
+    let is_on = |b: &&Bound| shown.at(b.gpu) - b.offset <= SUPPORT_NS;
     // Exact enough: a quarter of all the bounds on it but the two it is drawn through. The
     // best of jittered bounds lie near their envelope, any line through the best of them,
     // but few of all.
@@ -492,7 +485,7 @@ fn shown(bounds: &[Bound]) -> Option<Shown> {
     }
     let spread = last - on.first()?.gpu >= SUPPORT_SPAN_NS;
     let first = **on.first()?;
-    (older >= SUPPORT / 2 && newer >= SUPPORT / 2 && spread).then_some(Shown { line: shown, first, close })
+    (older >= SUPPORT / 2 && newer >= SUPPORT / 2 && spread).then_some(Shown { line: shown, first })
 }
 
 #[cfg(all(test, not(gpu_event_pool_loom)))]
