@@ -102,6 +102,8 @@ fn gpu_times_are_exact_with_events_under_16_ms_apart_and_a_collect_every_4_ms() 
         }
     }
     assert!(zones_at.next().is_none());
-    eprintln!("{exact} zones exact, {bounded} zones of 20 ms to 1 s within the bound (worst {worst_long} ns)");
+    eprintln!(
+        "{exact} zones exact, {bounded} zones of 20 ms to 1 s within the bound (worst {worst_long} ns)"
+    );
     assert!(exact > 10_000 && bounded > 100);
 }
