@@ -12,7 +12,7 @@
 
 mod clock_common;
 
-use clock_common::{run_case, Case, Goal, Read, Trouble, Worst, GOAL, MS, S};
+use clock_common::{run_case, sample, Case, Goal, Read, Trouble, Worst, GOAL, MS, S};
 use gpu_event_pool::TimeError;
 
 /// How far a change of rate by `ppm` may take a zone, and its duration, before bounds show
@@ -44,8 +44,8 @@ fn check(name: &str, case: &Case, goal: &Goal) -> Worst {
 #[test]
 #[cfg_attr(miri, ignore = "simulated seconds")]
 fn a_steady_drift_is_followed_from_the_first_bounds() {
-    for drift in [100.0_f64, -100.0, 30.0, -30.0] {
-        for trouble in [Trouble::None, Trouble::Jitter] {
+    for &drift in sample(&[100.0_f64, -100.0, 30.0, -30.0]) {
+        for &trouble in sample(&[Trouble::None, Trouble::Jitter]) {
             let goal = Goal { first: after_change(drift, trouble).after, ..GOAL };
             let worst =
                 check(&format!("{drift:+} ppm, {trouble:?}"), &Case::new(drift, trouble, 5, 20 * MS), &goal);
@@ -62,8 +62,8 @@ fn a_steady_drift_is_followed_from_the_first_bounds() {
 fn a_host_clock_whose_rate_changes_is_followed() {
     let changes =
         [(10.0, -10.0), (0.0, 5.0), (0.0, -5.0), (0.0, 20.0), (0.0, -20.0), (0.0, -100.0), (-50.0, 50.0)];
-    for (from, to) in changes {
-        for trouble in [Trouble::None, Trouble::Jitter] {
+    for &(from, to) in sample(&changes) {
+        for &trouble in sample(&[Trouble::None, Trouble::Jitter]) {
             let case = Case { changes: vec![(30 * S, to)], ..Case::new(from, trouble, 45, 20 * MS) };
             let name = format!("{from:+} to {to:+} ppm at 30 s, {trouble:?}");
             let worst = check(&name, &case, &after_change(to - from, trouble));
@@ -78,8 +78,8 @@ fn a_host_clock_whose_rate_changes_is_followed() {
 #[test]
 #[cfg_attr(miri, ignore = "simulated minutes")]
 fn a_gpu_busy_for_minutes_still_follows_the_host_clocks_rate() {
-    for trouble in [Trouble::LateWhileBusy, Trouble::LateAndJitter] {
-        for (from, to) in [(0.0, 1.0), (10.0, 9.0), (-20.0, 20.0)] {
+    for &trouble in sample(&[Trouble::LateWhileBusy, Trouble::LateAndJitter]) {
+        for &(from, to) in sample(&[(0.0, 1.0), (10.0, 9.0), (-20.0, 20.0)]) {
             let case = Case {
                 changes: vec![(40 * S, to)],
                 busy: Some((20 * S, 200 * S)),
@@ -96,8 +96,8 @@ fn a_gpu_busy_for_minutes_still_follows_the_host_clocks_rate() {
 #[test]
 #[cfg_attr(miri, ignore = "simulated minutes")]
 fn a_gpu_busy_from_a_short_idle_start_refines_the_drift_while_busy() {
-    for trouble in [Trouble::LateWhileBusy, Trouble::LateAndJitter] {
-        for drift in [10.0, -10.0, 100.0] {
+    for &trouble in sample(&[Trouble::LateWhileBusy, Trouble::LateAndJitter]) {
+        for &drift in sample(&[10.0, -10.0, 100.0]) {
             let case = Case { busy: Some((2 * S, 1_000 * S)), ..Case::new(drift, trouble, 120, 20 * MS) };
             check(&format!("busy from 2 s, {drift:+} ppm, {trouble:?}"), &case, &GOAL);
         }
@@ -124,8 +124,8 @@ const DAYS: i64 = 1_000_000 * S;
 #[test]
 #[cfg_attr(miri, ignore = "simulated minutes")]
 fn an_absurd_step_read_fails_its_list_and_moves_nothing() {
-    for read in [Read::ListStep, Read::Placement] {
-        for ns in [i64::MAX, DAYS, -DAYS] {
+    for &read in sample(&[Read::ListStep, Read::Placement]) {
+        for &ns in sample(&[i64::MAX, DAYS, -DAYS]) {
             let case = Case {
                 changes: vec![(40 * S, 20.0)],
                 absurd: Some((20 * S, read, ns)),
@@ -156,7 +156,7 @@ fn an_absurd_placement_of_the_first_list_fails_that_list_only() {
 #[test]
 #[cfg_attr(miri, ignore = "simulated seconds")]
 fn an_absurd_anchor_step_is_refused() {
-    for ns in [i64::MAX, DAYS, -DAYS] {
+    for &ns in sample(&[i64::MAX, DAYS, -DAYS]) {
         let case = Case {
             absurd: Some((2 * S, Read::AnchorStep, ns)),
             ..Case::new(10.0, Trouble::None, 10, 20 * MS)
