@@ -60,7 +60,8 @@ pub enum ConfigError {
 /// that began on one stream and ended on another that got there first). The list fails like
 /// one whose times cannot be read: its zones are dropped (counted in `Stats::dropped_zones`),
 /// the list is counted in `Stats::lists_failed`, its slots are released, and later lists are
-/// still collected.
+/// still collected. An anchor of the collector's own whose time cannot be true
+/// ([`TimeError::AnchorStep`]) is dropped the same way, and a new one taken.
 ///
 /// Only a zone's own two events are compared across streams: a list that records on several
 /// streams may go back in time from an event on one stream to the next on another
@@ -111,6 +112,46 @@ pub enum TimeError {
         list_id: u64,
         /// The event's position in the list (0: its first event).
         event: usize,
+    },
+    /// A time of the list is one the GPU cannot have run when the list was read: before the
+    /// context's base event, or later than the collector's newest anchor plus the host time
+    /// since it was recorded (at the fastest plausible drift, 0.1%, plus 1 ms). A read that
+    /// is no distance gives one (Vulkan reads `i64::MAX` for a difference that does not fit);
+    /// taken as a time, it would fix the GPU-to-host mapping up to there, for every later
+    /// list (docs/design.md, section 8).
+    #[error(
+        "list {list_id}: its event {event} is at GPU time {gpu_ns} ns, which the GPU cannot have \
+         run when the list was read ({earliest_ns} to {latest_ns} ns)"
+    )]
+    OutOfReach {
+        /// The list's id ([`EventList::id`](crate::EventList::id)).
+        list_id: u64,
+        /// The event's position in the list (0: its first event).
+        event: usize,
+        /// Its GPU time (nanoseconds since the context's base event; an end of `i64` when the
+        /// sum went beyond).
+        gpu_ns: i64,
+        /// The earliest GPU time the GPU can have run (the base event, less 1 ms).
+        earliest_ns: i64,
+        /// The latest GPU time the GPU can have run when the list was read.
+        latest_ns: i64,
+    },
+    /// The step from the collector's newest anchor to the next one it recorded is one the GPU
+    /// cannot have run: back in time (they run in order on one stream), or longer than the
+    /// host time between recording the first and finding the second complete (at the
+    /// fastest plausible drift, plus 1 ms). The anchor is dropped and a new one taken; no
+    /// list is placed from it.
+    #[error(
+        "an anchor read {step_ns} ns after the one before, which the GPU cannot have run \
+         ({earliest_ns} to {latest_ns} ns): the anchor is dropped"
+    )]
+    AnchorStep {
+        /// The step read.
+        step_ns: i64,
+        /// The shortest step possible (a little below 0).
+        earliest_ns: i64,
+        /// The longest step possible.
+        latest_ns: i64,
     },
 }
 

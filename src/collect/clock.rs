@@ -10,18 +10,29 @@
 //! - within a list, event `i` is measured from event `i - 1` and the steps are summed in
 //!   `i64` nanoseconds (`read.rs`): durations are exact whenever consecutive events of a list
 //!   are less than 16 ms apart, however long the list and whenever it is collected;
-//! - a list's first event is placed against the nearest *anchor* ([`Clock::place`]): an event
+//! - a list's first event is placed against the nearest *anchor* ([`place`]): an event
 //!   the collector records on its own idle stream every `anchor_interval`, whose time is the
 //!   previous anchor's plus the step between them. The last [`ANCHORS`] anchors are kept, so
 //!   a list collected late still finds one near it.
 //!
-//! Host times come from [`Clock::host_time`], the only place GPU time becomes host time: every
-//! anchor is also a calibration pair for the one mapping (`mapping.rs`).
+//! Host times come from the one mapping (`mapping.rs`), the only place GPU time becomes host
+//! time: every anchor is also a calibration pair for it.
+//!
+//! **No read is taken for a time the GPU cannot have run.** A backend may answer a read with a
+//! number that is no distance (Vulkan's read of a difference that does not fit is
+//! `i64::MAX`). Every anchor's step and every list's times are checked against what the GPU
+//! can have run when they were read ([`Anchors::reach`]): nothing before the base event, and
+//! nothing past the newest anchor plus the host time since it was recorded (at the fastest
+//! plausible drift, [`MAX_DRIFT`]). A time outside fails its list, or its anchor, with a
+//! [`TimeError`]: taken as true, it would move the mapping's frontier there and freeze the
+//! mapping for every later list.
 //!
 //! Every backend call here goes through [`guarded`]: a backend that panics fails the call,
 //! it does not unwind through the collector.
 
+use super::estimator::MAX_DRIFT;
 use crate::backend::{create_event, guarded, host_now, Backend, BackendError, Elapsed};
+use crate::error::{Error, TimeError};
 use crate::sink::Calibration;
 use crate::sync::{lock, Arc, Mutex};
 use std::collections::VecDeque;
@@ -61,6 +72,23 @@ pub(crate) fn reading_bound(elapsed: Elapsed) -> i64 {
     }
 }
 
+/// How far (ns) a time may lie outside what the GPU can have run before it is refused: host
+/// clocks read with jitter, `f32` rounding (1 ms).
+const REACH_SLACK_NS: i64 = 1_000_000;
+
+/// The span of GPU time the GPU can have run by a given host time (both ends included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reach {
+    pub(crate) earliest: i64,
+    pub(crate) latest: i64,
+}
+
+impl Reach {
+    pub(crate) fn holds(&self, gpu_ns: i64) -> bool {
+        (self.earliest..=self.latest).contains(&gpu_ns)
+    }
+}
+
 /// The least time between two asks whether the pending anchor is complete.
 fn poll_gap(interval: Duration) -> i64 {
     i64::try_from(interval.as_nanos() / 16).unwrap_or(i64::MAX)
@@ -74,6 +102,23 @@ pub(crate) struct Anchor<E> {
     /// How far `at.gpu_ns` may be off, summed over the steps from the base (0 while every
     /// step was under 16 ms).
     drift: i64,
+    /// A host time no later than when the GPU reached the anchor: the pair's host time, or
+    /// the host time read once it was found complete if that is earlier (a pair reported
+    /// too late).
+    reached_by_ns: i64,
+}
+
+impl<E> Anchor<E> {
+    /// What the GPU can have run by host time `now_ns`: from the base event (GPU time 0) to
+    /// this anchor plus the host time since it, at the fastest plausible drift.
+    fn reach(&self, now_ns: i64) -> Reach {
+        let since = now_ns.saturating_sub(self.reached_by_ns).max(0);
+        let ahead = since.saturating_add((since as f64 * MAX_DRIFT) as i64);
+        Reach {
+            earliest: -REACH_SLACK_NS,
+            latest: self.at.gpu_ns.saturating_add(ahead).saturating_add(REACH_SLACK_NS),
+        }
+    }
 }
 
 /// A time on the context's timeline, the drift bound of the anchor it was read from, and the
@@ -107,12 +152,21 @@ impl<E> Anchors<E> {
     pub(crate) fn oldest_gpu_ns(&self) -> i64 {
         lock(&self.list).front().map_or(i64::MIN, |a| a.at.gpu_ns)
     }
+
+    /// What the GPU can have run by host time `now_ns`, read after the newest anchor was
+    /// taken: nothing before the base event, nothing past the newest anchor plus the host
+    /// time since it (at the fastest plausible drift, [`MAX_DRIFT`], and 1 ms for jitter).
+    pub(crate) fn reach(&self, now_ns: i64) -> Reach {
+        self.newest().reach(now_ns)
+    }
 }
 
 /// The time of `event` (complete) on the context's timeline, from the nearest anchor: one read
 /// when the newest anchor is within the exact range, two when another is nearer. Also returns
 /// the anchor's drift bound and how far this read may be off by rounding (0 within the exact
-/// range). Any collector may call it, concurrently with the emitter's `refresh`.
+/// range). Any collector may call it, concurrently with the emitter's `refresh`. The sum
+/// saturates: a read that is no distance places the event at an end of `i64`, which the
+/// caller refuses ([`Anchors::reach`]).
 pub(crate) fn place<B: Backend>(
     backend: &B,
     anchors: &Anchors<B::Event>,
@@ -120,7 +174,9 @@ pub(crate) fn place<B: Backend>(
 ) -> Result<Placed, BackendError> {
     let read = |anchor: &Anchor<B::Event>| -> Result<Placed, BackendError> {
         match guarded("elapsed", || backend.elapsed(&anchor.event, event))? {
-            Some(distance) => Ok((anchor.at.gpu_ns + distance.ns, anchor.drift, reading_bound(distance))),
+            Some(distance) => {
+                Ok((anchor.at.gpu_ns.saturating_add(distance.ns), anchor.drift, reading_bound(distance)))
+            }
             None => Err(BackendError::new("elapsed", "a read event became not ready")),
         }
     };
@@ -173,18 +229,17 @@ impl<B: Backend> Timeline<B> {
     /// Makes the timeline: its stream and the base event (recorded and waited for, like the
     /// seed's calibration), GPU time 0, then [`STARTUP_PAIRS`] calibrations while the GPU is
     /// idle (waiting for each), left for the emitter. Returns the base calibration pair too.
-    pub(crate) fn new(backend: &B) -> Result<(Self, Calibration), BackendError> {
+    pub(crate) fn new(backend: &B) -> Result<(Self, Calibration), Error> {
         let stream = guarded("create_stream", || backend.create_stream())?;
         let base = create_event(backend)?;
         let spare = create_event(backend)?;
         let exact = guarded("record_anchor", || backend.record_anchor(&base, &stream))?;
         guarded("wait", || backend.wait(&base))?;
-        let host_ns = match exact {
-            Some(host_ns) => host_ns,
-            None => host_now(backend)?,
-        };
+        let observed_ns = host_now(backend)?;
+        let host_ns = exact.unwrap_or(observed_ns);
         let at = Calibration { gpu_ns: 0, host_ns };
-        let list = VecDeque::from([Arc::new(Anchor { event: base, at, drift: 0 })]);
+        let anchor = Anchor { event: base, at, drift: 0, reached_by_ns: host_ns.min(observed_ns) };
+        let list = VecDeque::from([Arc::new(anchor)]);
         let timeline = Self {
             anchors: Anchors { list: Mutex::new(list) },
             keeper: Mutex::new(Keeper { stream, pending: None, polled_ns: i64::MIN, spare: vec![spare] }),
@@ -200,7 +255,7 @@ impl<B: Backend> Timeline<B> {
     /// than `interval`; with `wait` (a flush, which ends on a fresh anchor), records one and
     /// waits for it. Without `wait`, does nothing when another collector keeps the anchors
     /// now. A new anchor's calibration is left for the emitter ([`take_news`](Self::take_news)).
-    pub(crate) fn refresh(&self, backend: &B, interval: Duration, wait: bool) -> Result<(), BackendError> {
+    pub(crate) fn refresh(&self, backend: &B, interval: Duration, wait: bool) -> Result<(), Error> {
         let mut keeper = if wait {
             lock(&self.keeper)
         } else {
@@ -240,7 +295,7 @@ impl<B: Backend> Keeper<B> {
         anchors: &Anchors<B::Event>,
         interval: Duration,
         wait: bool,
-    ) -> Result<Option<Observation>, BackendError> {
+    ) -> Result<Option<Observation>, Error> {
         let newest = anchors.newest();
         if self.pending.is_none() {
             let age = host_now(backend)? - newest.at.host_ns;
@@ -256,7 +311,7 @@ impl<B: Backend> Keeper<B> {
                     Ok((host_ns, exact)) => self.pending = Some((event, exact.unwrap_or(host_ns))),
                     Err(e) => {
                         self.spare.push(event);
-                        return Err(e);
+                        return Err(e.into());
                     }
                 }
             }
@@ -280,12 +335,19 @@ impl<B: Backend> Keeper<B> {
         // Read after the anchor was found complete: the GPU reached it before.
         let observed_ns = host_now(backend)?;
         let (event, host_ns) = self.pending.take().expect("checked above");
-        let Some(gpu_ns) = newest.at.gpu_ns.checked_add(step.ns) else {
+        // The anchor was recorded after the newest, on the same stream, and has run by now.
+        let gpu_ns = newest.at.gpu_ns.saturating_add(step.ns);
+        let reach =
+            Reach { earliest: newest.at.gpu_ns.saturating_sub(REACH_SLACK_NS), ..newest.reach(observed_ns) };
+        if !reach.holds(gpu_ns) {
             self.spare.push(event);
-            return Err(BackendError::new("elapsed", "an anchor's time is out of range"));
-        };
+            let (earliest_ns, latest_ns) =
+                (reach.earliest - newest.at.gpu_ns, reach.latest - newest.at.gpu_ns);
+            return Err(TimeError::AnchorStep { step_ns: step.ns, earliest_ns, latest_ns }.into());
+        }
         let at = Calibration { gpu_ns, host_ns };
-        let anchor = Anchor { event, at, drift: newest.drift.saturating_add(reading_bound(step)) };
+        let drift = newest.drift.saturating_add(reading_bound(step));
+        let anchor = Anchor { event, at, drift, reached_by_ns: host_ns.min(observed_ns) };
         drop(newest);
         let retired = {
             let mut list = lock(&anchors.list);

@@ -1,6 +1,6 @@
 //! The one mapping of GPU time to host time, for every sink of a context.
 //!
-//! The estimate of the offset between the clocks is a line of GPU time (`estimator.rs`); the
+//! The estimate of the offset between the clocks is a line of GPU time (`estimator/`); the
 //! mapping itself ([`HostMapping`]) is `host = gpu + offset(gpu)`, where `offset` is
 //! piecewise linear in GPU time and leads to that line:
 //!

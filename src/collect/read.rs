@@ -15,8 +15,8 @@
 //! call that panics fails its list like any backend error (`guarded`): the lists taken are
 //! never lost with an unwinding reader.
 
-use super::clock::{place, Anchors, Timeline};
-use crate::backend::{guarded, Backend, BackendError, Lane, Placement};
+use super::clock::{place, Anchors, Reach, Timeline};
+use crate::backend::{guarded, host_now, Backend, BackendError, Lane, Placement};
 use crate::error::{Error, TimeError};
 use crate::shared::record::{EventRecord, ListKind};
 use crate::shared::{own_lane, Inner};
@@ -186,7 +186,7 @@ impl<B: Backend> Reader<'_, B> {
             share.timeline.refresh(self.ctx.backend(), self.ctx.config().anchor_interval, self.wait)
         {
             self.outcome.errors += 1;
-            self.outcome.error.get_or_insert(e.into());
+            self.outcome.error.get_or_insert(e);
         }
         self.outcome
     }
@@ -269,7 +269,14 @@ fn read_list<B: Backend>(
     // driver call: the read that places the list is shared like the others. A list that
     // cannot be placed fails like one whose times cannot be read.
     let read = read_times(ctx, list_id, &events, wait, times).and_then(|complete| {
-        Ok(if complete { Some(place(ctx.backend(), anchors, ctx.pool().event(head.first()))?) } else { None })
+        if !complete {
+            return Ok(None);
+        }
+        let placed = place(ctx.backend(), anchors, ctx.pool().event(head.first()))?;
+        // Read once the list's events were found complete: the GPU ran them before.
+        let reach = anchors.reach(host_now(ctx.backend())?);
+        within_reach(list_id, placed.0, times, reach)?;
+        Ok(Some(placed))
     });
     let placed = match read {
         Ok(Some(placed)) => placed,
@@ -359,6 +366,25 @@ fn read_times<B: Backend>(
         times.push(t);
     }
     Ok(true)
+}
+
+/// Whether every time of a list (its first event at `first`, the others `times` after it) is
+/// one the GPU can have run ([`TimeError::OutOfReach`] for the first that is not). A read
+/// that is no distance (`i64::MAX` from a difference that does not fit) must fail its own
+/// list, not fix the mapping up to a time that never comes.
+fn within_reach(list_id: u64, first: i64, times: &[i64], reach: Reach) -> Result<(), TimeError> {
+    let outside =
+        times.iter().map(|&t| first.saturating_add(t)).enumerate().find(|&(_, gpu)| !reach.holds(gpu));
+    match outside {
+        None => Ok(()),
+        Some((event, gpu_ns)) => Err(TimeError::OutOfReach {
+            list_id,
+            event,
+            gpu_ns,
+            earliest_ns: reach.earliest,
+            latest_ns: reach.latest,
+        }),
+    }
 }
 
 /// Replays the records of a read list (`events`, their `times` since its first event) into

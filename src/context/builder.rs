@@ -72,8 +72,8 @@ impl<B: Backend> Builder<B> {
         self.set.push(Box::new(move |c| c.batch = batch));
         self
     }
-    /// Sets how often the collector takes a new time anchor (default 5 ms; anchors under
-    /// 16 ms apart keep every time exact: [`Config::anchor_interval`]).
+    /// Sets how often the collector takes a new time anchor (default 5 ms; when times are
+    /// exact: [`Config::anchor_interval`]).
     pub fn anchor_interval(mut self, interval: Duration) -> Self {
         self.set.push(Box::new(move |c| c.anchor_interval = interval));
         self

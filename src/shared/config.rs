@@ -44,11 +44,16 @@ pub struct Config {
     pub batch: u32,
     /// Zones above this level record nothing. Default `Fine` (everything).
     pub verbosity: Verbosity,
-    /// The collector takes a new time anchor when the newest one is older than this. While
-    /// anchors are under 16 ms apart (collect at least every 16 ms minus this), every
-    /// timestamp is exact to the nanosecond: each time is read as an `f32` millisecond
-    /// distance from an anchor, which converts back to whole nanoseconds exactly below
-    /// 16 ms. Default 5 ms.
+    /// The collector takes a new time anchor when the newest one is older than this.
+    /// Default 5 ms.
+    ///
+    /// **Exact times.** A zone's GPU times are exact to the nanosecond when the events of
+    /// its list are under 16 ms apart and the context is collected at least every 4 ms, with
+    /// this at its default and while the GPU reaches the collector's anchors within 1 ms of
+    /// their record: every time is then read as an `f32` millisecond distance under 16 ms
+    /// (from the event before, or from an anchor), which converts back to whole nanoseconds
+    /// exactly. A longer distance is off by at most 2^-24 of it plus 1 ns (a zone of 1 s by
+    /// up to 60 ns).
     pub anchor_interval: Duration,
     /// How long a list still being recorded may hold back the later lists of its lane (the
     /// lane's GPU order waits for its place). Past it, the collector reports

@@ -76,9 +76,12 @@ pub struct Zone {
     pub gpu_begin_ns: i64,
     /// End, GPU nanoseconds since the context's base event (`>= gpu_begin_ns`).
     pub gpu_end_ns: i64,
-    /// Begin on the host clock, through the latest calibration pair.
+    /// Begin on the backend's host clock ([`Backend::host_now_ns`](crate::Backend::host_now_ns)),
+    /// through the context's one GPU-to-host mapping: a function of GPU time alone, the same for
+    /// every sink, never going back as GPU time goes on.
     pub host_begin_ns: i64,
-    /// End on the host clock, through the latest calibration pair.
+    /// End on the backend's host clock, through the same mapping: `host_end_ns -
+    /// host_begin_ns` is the GPU duration at the rate the mapping estimates for the host clock.
     pub host_end_ns: i64,
     /// Where and when the host recorded the zone's begin: `Some` only while the context
     /// records launches ([`Builder::record_launches`](crate::Builder::record_launches)).

@@ -32,6 +32,17 @@ struct Gpu {
     busy_until: AtomicI64,
     /// How late a busy GPU stamps an event recorded on an idle stream (`set_late_records`).
     late_ns: AtomicI64,
+    /// The manual host clock's rates, oldest first (`set_host_drift`); none: it reads the
+    /// simulated time.
+    host_rates: Mutex<Vec<HostRate>>,
+}
+
+/// From simulated time `since` on, the host clock reads `reading + (t - since) * (1 + drift)`.
+#[derive(Debug, Clone, Copy)]
+struct HostRate {
+    since: i64,
+    reading: f64,
+    drift: f64,
 }
 
 /// The simulated GPU. Cheap to clone: clones share one device.
@@ -102,6 +113,7 @@ impl SimBackend {
                 host_clock_panics: AtomicU32::new(0),
                 busy_until: AtomicI64::new(0),
                 late_ns: AtomicI64::new(0),
+                host_rates: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -226,6 +238,35 @@ impl SimBackend {
     /// anchors (up to a millisecond measured). 0 (the default) turns it off.
     pub fn set_late_records(&self, late_ns: i64) {
         self.gpu.late_ns.store(late_ns.max(0), Ordering::Relaxed);
+    }
+
+    /// From now on, the host clock of a manual simulation ([`host_now_ns`](Backend::host_now_ns))
+    /// runs `ppm` parts per million faster than the GPU (slower when negative), as a host
+    /// clock that NTP or chrony slews does; a later call changes the rate again, the clock
+    /// staying continuous. No effect on a real-time simulation, whose host clock is the
+    /// host's.
+    pub fn set_host_drift(&self, ppm: f64) {
+        if let Clock::Manual(_) = &self.gpu.clock {
+            let since = self.now();
+            let reading = self.host_reading(since);
+            let mut rates = self.gpu.host_rates.lock().unwrap_or_else(|p| p.into_inner());
+            rates.retain(|r| r.since < since);
+            rates.push(HostRate { since, reading, drift: ppm * 1e-6 });
+        }
+    }
+
+    /// What the host clock reads at simulated time `t` (nanoseconds), under the drifts set so
+    /// far: `t` itself until [`set_host_drift`](Self::set_host_drift) is called.
+    pub fn host_at(&self, t: i64) -> i64 {
+        self.host_reading(t).round() as i64
+    }
+
+    fn host_reading(&self, t: i64) -> f64 {
+        let rates = self.gpu.host_rates.lock().unwrap_or_else(|p| p.into_inner());
+        match rates.iter().rev().find(|r| r.since <= t) {
+            Some(rate) => rate.reading + (t - rate.since) as f64 * (1.0 + rate.drift),
+            None => t as f64,
+        }
     }
 
     /// The next `n` elapsed-time reads fail.
@@ -361,7 +402,10 @@ impl Backend for SimBackend {
         if Self::injected(&self.gpu.host_clock_panics) {
             panic!("host clock: injected panic");
         }
-        self.now()
+        match &self.gpu.clock {
+            Clock::Manual(now) => self.host_at(now.load(Ordering::Acquire)),
+            Clock::Realtime(_) => self.now(),
+        }
     }
 
     fn host_clock_origin(&self) -> Option<Instant> {
@@ -413,6 +457,21 @@ mod tests {
         sim.advance(10_000);
         assert_eq!(a.state.stamp.load(Ordering::Relaxed), a_time, "a reused event is not stamped again");
         assert_eq!(b.state.stamp.load(Ordering::Relaxed), b_time, "b keeps its first launch's time");
+    }
+
+    #[test]
+    fn the_host_clock_drifts_at_the_rates_set_and_stays_continuous() {
+        let sim = SimBackend::manual();
+        sim.advance(1_000_000);
+        assert_eq!(sim.host_now_ns(), 1_000_000, "no drift set: the simulated time");
+        sim.set_host_drift(100.0);
+        sim.advance(1_000_000_000);
+        assert_eq!(sim.host_now_ns(), 1_001_100_000, "100 ppm over a second: 100 µs");
+        sim.set_host_drift(-10.0);
+        sim.advance(2_000_000_000);
+        assert_eq!(sim.host_now_ns(), 3_001_080_000, "then -10 ppm over two seconds");
+        assert_eq!(sim.host_at(500_000), 500_000, "before the first drift");
+        assert_eq!(sim.host_at(1_001_000_000), 1_001_100_000, "at the change");
     }
 
     #[test]

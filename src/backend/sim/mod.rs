@@ -9,12 +9,15 @@
 //!
 //! Two clocks:
 //! - [`SimBackend::manual`]: time moves only when a test calls [`SimBackend::advance`] (or
-//!   waits on an event, which moves the clock to it): deterministic stepping.
+//!   waits on an event, which moves the clock to it): deterministic stepping. Its host clock
+//!   (`host_now_ns`) reads the simulated time, or drifts against it at the rates
+//!   [`SimBackend::set_host_drift`] sets ([`SimBackend::host_at`] says what it read when).
 //! - [`SimBackend::realtime`]: time is the host's monotonic clock.
 //!
 //! Failures can be injected ([`SimBackend::fail_event_creation_after`],
-//! [`SimBackend::fail_records`], [`SimBackend::fail_elapsed`], and a panic with
-//! [`SimBackend::panic_in_elapsed`]) to test error paths.
+//! [`SimBackend::fail_records`], [`SimBackend::fail_elapsed`], and panics with
+//! [`SimBackend::panic_in_elapsed`] and [`SimBackend::panic_in_host_clock`]) to test error
+//! paths.
 //!
 //! Graphs follow the CUDA backend's rule (feature `cuda`): a graph's zones time its FIRST
 //! launch only. Reading a graph zone's event before that launch fails with code

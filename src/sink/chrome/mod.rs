@@ -44,8 +44,10 @@
 //! [`ChromeTraceSink::with_pid`], and concatenate the two JSON arrays); the crate's
 //! `tracing` layer (feature `tracing`) writes CPU spans into the same trace with no
 //! merging. A zone is placed through its host times
-//! ([`Zone::host_begin_ns`](super::Zone::host_begin_ns)), which are
-//! on the backend's host clock; the sink maps that clock onto `Instant`:
+//! ([`Zone::host_begin_ns`](super::Zone::host_begin_ns), `host_end_ns`), the context's one
+//! GPU-to-host mapping, on the backend's host clock: `dur` is the host duration, the GPU's at
+//! the rate the mapping estimates for the host clock (the GPU's own times are in `args`). The
+//! sink maps the host clock onto `Instant`:
 //!
 //! - exactly, when the backend knows where its host clock starts
 //!   ([`Backend::host_clock_origin`]: the real-time simulation, CUDA and Vulkan), which the

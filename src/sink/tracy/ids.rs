@@ -23,7 +23,7 @@ impl TracyGpuKind {
     /// The kind for a backend name ([`ContextInfo::backend`](crate::sink::ContextInfo::backend)).
     pub fn for_backend(backend: &str) -> Self {
         match backend {
-            "cuda" => Self::Cuda,
+            "cuda" | "cupti" => Self::Cuda,
             "vulkan" => Self::Vulkan,
             _ => Self::Custom,
         }

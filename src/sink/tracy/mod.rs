@@ -62,8 +62,9 @@
 //! `Zone::host_end_ns`): the collector's one GPU-to-host mapping, which every sink shares, is
 //! monotone in GPU time and never moves a time already emitted. Each context is created with
 //! `gpu` = the host clock's reading at that moment, so Tracy shows a zone at the host time
-//! the collector gave it, on Tracy's timeline; durations are the GPU's (the mapping's rate
-//! is 1 unless a drift is measured). No calibration message is ever sent: the mapping is
+//! the collector gave it, on Tracy's timeline; durations are its host durations, the same as
+//! the Chrome trace's `dur` (the GPU's at the rate the mapping estimates for the host clock
+//! against the GPU's). No calibration message is ever sent: the mapping is
 //! already applied, so one would only restate it, and a calibration that moved a context
 //! would make back-to-back zones overlap in the viewer. Tracy's own clock and the host clock
 //! (`CLOCK_MONOTONIC`) may drift apart by a few ppm over a long capture; CPU zones and GPU
@@ -235,7 +236,8 @@ impl<A: TracyApi> std::fmt::Debug for TracySink<A> {
 
 impl TracySink<TracyClient> {
     /// A sink on the real Tracy client. `host_clock` must read the backend's host clock
-    /// ([`Backend::host_now_ns`]): calibration pairs are on that clock.
+    /// ([`Backend::host_now_ns`]): zones' host times are on that clock, and each lane's Tracy
+    /// context is made at its reading.
     pub fn new(host_clock: impl Fn() -> i64 + Send + 'static) -> Self {
         Self::with_api(TracyClient::start(), host_clock)
     }
