@@ -41,15 +41,16 @@
  *       it (a relaxed store: the caller's own view of its GPU work, as the sim GPU's clock in
  *       tests/handoff.rs); elsewhere the list is complete before its submit (as loom's
  *       backend). In scenarios 4 and 5 it gives up place 0 of lane 1 (a list dropped
- *       unsubmitted) instead, then collects.
+ *       unsubmitted) instead, then collects; in scenario 6 it only collects.
  *   t2: submits list 1, says so (`sub1`, release), collects.
  *   gpu: completes list 1 (any time).
  *   flush: reads `sub1` (acquire), flushes.
  * Promises checked (after every thread returned): a list submitted and complete before a
- * `collect` of its thread is emitted; a list submitted before a flush began is emitted; a list
- * whose lane waited for a place given up before a `collect` began is emitted, as soon as it
- * was read; no list is emitted twice (and `emitted` is plain memory under the emitter lock:
- * GenMC reports a race if two threads ever emit at once); no await waits forever.
+ * `collect` of its thread is emitted; a list submitted before a flush began is emitted; a
+ * list that waited for a place given up before a `collect` began is emitted (scenarios 4, 5);
+ * a list left on `retry` is found by the next flush (scenario 6); no list is emitted twice
+ * (and `emitted` is plain memory under the emitter lock: GenMC reports a race if two threads
+ * ever emit at once); no await waits forever.
  */
 #include <assert.h>
 #include <genmc.h>
