@@ -14,8 +14,9 @@
 //!
 //! The collectors publish the batch as `ReadShare` does (collect/read.rs): under a mutex,
 //! with a count read Relaxed to skip the lock when nothing is published. The negative
-//! control publishes it with a Relaxed store and no lock: loom must then report the race on
-//! the head records.
+//! control publishes it with a Relaxed store and no lock: loom must then report a causality
+//! violation (the first access with no edge from the taker: the batch's claim counter, then
+//! the head records).
 
 #[path = "common/mod.rs"]
 #[allow(unreachable_pub, reason = "the loom runners are shared with the loom-tests targets")]
