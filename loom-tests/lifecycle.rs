@@ -7,8 +7,13 @@
 mod backend;
 mod common;
 
-use backend::{assert_accounted, context, received, record_one_zone, wait_for_exited_threads, LoomStream};
-use gpu_event_pool::{Collected, DynamicLocation, Lane, RecordError};
+use backend::{
+    assert_accounted, builder, context, received, record_one_zone, set_host_clock, wait_for_exited_threads,
+    LoomStream,
+};
+use gpu_event_pool::launch::thread_number;
+use gpu_event_pool::sink::memory::MemorySink;
+use gpu_event_pool::{Collected, DynamicLocation, Lane, Launch, RecordError};
 use loom::thread;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -152,6 +157,73 @@ fn record_buffers_reused_across_threads_hold_only_their_lists_records() {
             zones,
             [("a".to_owned(), Lane::Stream(0), 1_000), ("c".to_owned(), Lane::Stream(2), 1_000)]
         );
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.owned, stats.submitted, stats.dropped_zones), (0, 0, 0), "{stats:?}");
+        drop(ctx);
+        assert_eq!(backend.live_events(), 0, "every event destroyed with the pool");
+    });
+}
+
+/// The zone named `name` that `sink` received, with its launch.
+fn launch_of(sink: &MemorySink, name: &str) -> Option<Launch> {
+    let zones = sink.zones();
+    let zone = zones.iter().find(|z| z.location.name() == name).unwrap_or_else(|| panic!("no zone {name}"));
+    zone.launch
+}
+
+/// Asserts that `launch` is what a recorder whose host clock started at `clock` wrote on the
+/// thread numbered `thread`: both times read from that clock, in order.
+fn assert_launched_by(launch: Option<Launch>, clock: i64, thread: u64) {
+    let launch = launch.expect("launches are recorded");
+    assert!(
+        (clock..clock + 100).contains(&launch.host_begin_ns) && launch.host_begin_ns < launch.host_end_ns,
+        "the launch's host times are not the recorder's ({clock}..): {launch:?}"
+    );
+    assert!(launch.host_end_ns < clock + 100, "{launch:?}");
+    assert_eq!(launch.thread, thread, "{launch:?}");
+}
+
+/// With launches recorded (`record_launches`), a recorder writes each zone's launch into its
+/// begin event's slot (the launch cell) while it owns the slot, and the reader of the list
+/// reads it back: here the recorder submits zone `a` while a collector collects and then
+/// records and submits zone `b`, which main's flush reads. Whichever thread reads `a` (the
+/// collector or the flush), each zone arrives with the launch its own recorder wrote (the
+/// recorders' host clocks start at 1 000 and 2 000), read through the list's handle after
+/// the submission queue's Release/Acquire: loom checks the cell's accesses.
+#[test]
+fn launches_written_while_recording_reach_the_sinks_read_on_another_thread() {
+    common::model(|| {
+        let (backend, sink, builder) = builder(4, 4, 2);
+        let ctx = builder.record_launches(true).build().expect("a valid configuration");
+        let recorder = {
+            let ctx = ctx.clone();
+            thread::spawn(move || {
+                set_host_clock(1_000);
+                ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "a")).unwrap();
+                thread_number()
+            })
+        };
+        let collector = {
+            let ctx = ctx.clone();
+            thread::spawn(move || {
+                set_host_clock(2_000);
+                assert!(matches!(ctx.collect(), Ok(Collected::Done(_))), "the only collector");
+                ctx.submit(record_one_zone(&ctx, &LoomStream::new(1), "b")).unwrap();
+                thread_number()
+            })
+        };
+        let (recorded_a, recorded_b) = (recorder.join().unwrap(), collector.join().unwrap());
+        wait_for_exited_threads(&ctx);
+        ctx.flush().unwrap();
+
+        let mut zones = received(&sink);
+        zones.sort();
+        assert_eq!(
+            zones,
+            [("a".to_owned(), Lane::Stream(0), 1_000), ("b".to_owned(), Lane::Stream(1), 1_000)]
+        );
+        assert_launched_by(launch_of(&sink, "a"), 1_000, recorded_a);
+        assert_launched_by(launch_of(&sink, "b"), 2_000, recorded_b);
         let stats = assert_accounted(&ctx);
         assert_eq!((stats.owned, stats.submitted, stats.dropped_zones), (0, 0, 0), "{stats:?}");
         drop(ctx);

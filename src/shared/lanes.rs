@@ -296,7 +296,7 @@ impl LaneTable {
 
     /// The list holding `place`, if it is still being recorded (not yet submitted or
     /// dropped); `None` once it was handed to the collector, or for a place not taken yet.
-    #[cfg(test)]
+    #[cfg(all(test, not(gpu_event_pool_loom)))]
     pub(crate) fn holder(&self, place: LaneSeq) -> Option<Holder> {
         let locked = self.entries.get(place.entry as usize)?.lock_holders();
         Self::holder_of(&locked, place)

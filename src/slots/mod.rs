@@ -12,3 +12,9 @@ pub(crate) mod pool;
 pub(crate) mod runs;
 pub(crate) mod submit;
 pub(crate) mod tally;
+
+/// The loom models of this folder's list hand-offs (`loom-tests/head.rs`): built into the
+/// crate because only slots/ can make the handles they check.
+#[cfg(all(test, gpu_event_pool_loom))]
+#[path = "../../loom-tests/head.rs"]
+mod loom_head;
