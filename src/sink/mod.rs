@@ -14,6 +14,7 @@
 //!   max) and each kept frame's zones as a tree, read by the application at any time.
 //! - [`chrome`]: Chrome trace event JSON, loadable in Perfetto and `chrome://tracing`, on the
 //!   host clock by default so that it lines up with a CPU trace ([`chrome`], "Which clock").
+//! - `perfetto`: Perfetto's own trace format, streamed (feature `perfetto`).
 //! - `tracy`: the Tracy profiler (feature `tracy`).
 //! - `tracing_layer` (feature `tracing`): not a sink but a `tracing-subscriber` layer that
 //!   writes the application's CPU spans into a [`chrome::ChromeTrace`], beside its GPU zones.
@@ -21,6 +22,9 @@
 pub mod chrome;
 pub mod frames;
 pub mod memory;
+#[cfg(feature = "perfetto")]
+#[cfg_attr(docsrs, doc(cfg(feature = "perfetto")))]
+pub mod perfetto;
 pub mod results;
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
