@@ -50,7 +50,9 @@ fn record_both(chrome: &Path, perfetto: &Path) {
                                 kernel.next(location!("softmax"));
                                 sim.launch(stream, 5_000);
                             }
-                            let layer = dynamic_location!(format!("layer {}", i % 3)).arg("m", 1024).arg("dtype", "f16");
+                            let layer = dynamic_location!(format!("layer {}", i % 3))
+                                .arg("m", 1024)
+                                .arg("dtype", "f16");
                             let _layer = cb.zone(stream, layer);
                             sim.launch(stream, 7_000);
                         }
@@ -109,12 +111,17 @@ fn decode_check(test: &str, traces: &[&Path]) {
     let output = std::process::Command::new("python3").arg(&script).args(traces).output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
     println!("{text}");
-    assert!(output.status.success(), "perfetto_check.py failed:\n{text}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "perfetto_check.py failed:\n{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[test]
 fn a_run_loads_with_no_import_error_and_shows_what_the_chrome_trace_shows() {
-    let Some(tp) = trace_processor_or_skip("a_run_loads_with_no_import_error_and_shows_what_the_chrome_trace_shows")
+    let Some(tp) =
+        trace_processor_or_skip("a_run_loads_with_no_import_error_and_shows_what_the_chrome_trace_shows")
     else {
         return;
     };
@@ -126,8 +133,13 @@ fn a_run_loads_with_no_import_error_and_shows_what_the_chrome_trace_shows() {
     let slices = query(&tp, &perfetto, SLICES);
     // 24 lists of 4 zones, their 96 launches, 12 frame marks.
     assert_eq!(slices.len(), 24 * 4 * 2 + 12, "{} slices", slices.len());
-    assert_eq!(slices, query(&tp, &chrome, SLICES), "zones, launches and frames: tracks, names, times, depths");
-    let tracks: std::collections::BTreeSet<_> = slices.iter().map(|row| (row[0].clone(), row[1].clone())).collect();
+    assert_eq!(
+        slices,
+        query(&tp, &chrome, SLICES),
+        "zones, launches and frames: tracks, names, times, depths"
+    );
+    let tracks: std::collections::BTreeSet<_> =
+        slices.iter().map(|row| (row[0].clone(), row[1].clone())).collect();
     assert!(tracks.contains(&("gpu 0 (sim)".to_owned(), "copy queue".to_owned())), "{tracks:?}");
     assert!(tracks.contains(&("gpu 0 (sim)".to_owned(), "frames".to_owned())), "{tracks:?}");
     let flows = query(&tp, &perfetto, FLOWS);
@@ -149,7 +161,12 @@ fn a_run_loads_with_no_import_error_and_shows_what_the_chrome_trace_shows() {
 }
 
 /// Records `lists` lists of two zones each on `stream` and collects them.
-fn record(ctx: &TracingContext<SimBackend>, sim: &SimBackend, stream: &gpu_event_pool::sim::SimStream, lists: usize) {
+fn record(
+    ctx: &TracingContext<SimBackend>,
+    sim: &SimBackend,
+    stream: &gpu_event_pool::sim::SimStream,
+    lists: usize,
+) {
     for _ in 0..lists {
         let mut list = ctx.list();
         {
@@ -168,7 +185,10 @@ fn the_file_is_a_whole_trace_after_every_flush() {
     let path = dir.join("trace.pftrace");
     let sim = SimBackend::realtime();
     let stream = sim.stream();
-    let ctx = TracingContext::builder(sim.clone()).sink(PerfettoTrace::create(&path).unwrap().sink()).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone())
+        .sink(PerfettoTrace::create(&path).unwrap().sink())
+        .build()
+        .unwrap();
     let mut copies = Vec::new();
     for round in 1..=3 {
         record(&ctx, &sim, &stream, 50 * round);
@@ -180,7 +200,8 @@ fn the_file_is_a_whole_trace_after_every_flush() {
     for (round, copy) in copies.iter().enumerate() {
         assert_eq!(import_errors(&tp, copy), vec![], "{}", copy.display());
         let zones: usize = (1..=round + 1).map(|r| 50 * r * 2).sum();
-        let count = query(&tp, copy, "select count(*) from slice where name in ('command buffer', 'kernel');");
+        let count =
+            query(&tp, copy, "select count(*) from slice where name in ('command buffer', 'kernel');");
         assert_eq!(count, vec![vec![zones.to_string()]], "every zone flushed by flush {}", round + 1);
     }
     let copies: Vec<&Path> = copies.iter().map(|c| c.as_path()).collect();
@@ -195,7 +216,10 @@ fn writer_that_aborts() {
     let Ok(path) = std::env::var("GPU_EVENT_POOL_PERFETTO_ABORT_TO") else { return };
     let sim = SimBackend::realtime();
     let stream = sim.stream();
-    let ctx = TracingContext::builder(sim.clone()).sink(PerfettoTrace::create(&path).unwrap().sink()).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone())
+        .sink(PerfettoTrace::create(&path).unwrap().sink())
+        .build()
+        .unwrap();
     record(&ctx, &sim, &stream, 40);
     ctx.flush().unwrap();
     record(&ctx, &sim, &stream, 40);
@@ -205,7 +229,9 @@ fn writer_that_aborts() {
 
 #[test]
 fn a_writer_killed_after_a_flush_leaves_every_flushed_zone() {
-    let Some(tp) = trace_processor_or_skip("a_writer_killed_after_a_flush_leaves_every_flushed_zone") else { return };
+    let Some(tp) = trace_processor_or_skip("a_writer_killed_after_a_flush_leaves_every_flushed_zone") else {
+        return;
+    };
     let path = scratch("perfetto-abort").join("trace.pftrace");
     let status = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", "writer_that_aborts", "--nocapture"])
@@ -224,18 +250,23 @@ fn a_writer_killed_after_a_flush_leaves_every_flushed_zone() {
 
 #[test]
 fn thousands_of_names_and_lanes_restart_sequences_and_every_zone_keeps_its_name() {
-    let Some(tp) = trace_processor_or_skip("thousands_of_names_and_lanes_restart_sequences_and_every_zone_keeps_its_name")
-    else {
+    let Some(tp) = trace_processor_or_skip(
+        "thousands_of_names_and_lanes_restart_sequences_and_every_zone_keeps_its_name",
+    ) else {
         return;
     };
     let path = scratch("perfetto-names").join("trace.pftrace");
     let sim = SimBackend::realtime();
-    let ctx = TracingContext::builder(sim.clone()).sink(PerfettoTrace::create(&path).unwrap().sink()).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone())
+        .sink(PerfettoTrace::create(&path).unwrap().sink())
+        .build()
+        .unwrap();
     let stream = sim.stream();
     // Past the 4096 entries a sequence interns before it starts over.
     for i in 0..5000 {
         let mut list = ctx.list();
-        list.zone_begin(&stream, dynamic_location!(format!("kernel {i}")).arg(format!("arg {i}"), i)).unwrap();
+        list.zone_begin(&stream, dynamic_location!(format!("kernel {i}")).arg(format!("arg {i}"), i))
+            .unwrap();
         sim.launch(&stream, 1_000);
         list.zone_end(&stream).unwrap();
         ctx.submit(list).unwrap();
@@ -243,7 +274,8 @@ fn thousands_of_names_and_lanes_restart_sequences_and_every_zone_keeps_its_name(
     ctx.flush().unwrap();
     drop(ctx);
     assert_eq!(import_errors(&tp, &path), vec![]);
-    let names = query(&tp, &path, "select count(distinct name), count(*) from slice where name like 'kernel %';");
+    let names =
+        query(&tp, &path, "select count(distinct name), count(*) from slice where name like 'kernel %';");
     assert_eq!(names, vec![vec!["5000".to_owned(), "5000".to_owned()]]);
     let wrong = query(
         &tp,

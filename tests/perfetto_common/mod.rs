@@ -35,7 +35,8 @@ pub fn scratch(test: &str) -> PathBuf {
 pub fn query(tp: &Path, trace: &Path, sql: &str) -> Vec<Vec<String>> {
     let file = trace.with_extension(format!("{}.sql", std::process::id()));
     std::fs::write(&file, sql).unwrap();
-    let output = Command::new(tp).arg("-q").arg(&file).arg(trace).output().expect("trace_processor_shell runs");
+    let output =
+        Command::new(tp).arg("-q").arg(&file).arg(trace).output().expect("trace_processor_shell runs");
     std::fs::remove_file(&file).ok();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -72,8 +73,12 @@ fn split_csv(line: &str) -> Vec<String> {
 
 /// The import's errors and data losses: (name, value) of every such stat above 0.
 pub fn import_errors(tp: &Path, trace: &Path) -> Vec<(String, String)> {
-    query(tp, trace, "select name, idx, value from stats where severity in ('error', 'data_loss') and value > 0;")
-        .into_iter()
-        .map(|row| (format!("{}[{}]", row[0], row[1]), row[2].clone()))
-        .collect()
+    query(
+        tp,
+        trace,
+        "select name, idx, value from stats where severity in ('error', 'data_loss') and value > 0;",
+    )
+    .into_iter()
+    .map(|row| (format!("{}[{}]", row[0], row[1]), row[2].clone()))
+    .collect()
 }

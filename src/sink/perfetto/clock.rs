@@ -131,7 +131,10 @@ mod tests {
         let snapshot = clocks.snapshot(clocks.mono_ns(now));
         let real = snapshot.iter().find(|(id, _)| *id == super::REALTIME).expect("realtime").1;
         let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-        assert!((wall.as_nanos() as i64 - real as i64).abs() < 1_000_000_000, "the wall clock, within a second");
+        assert!(
+            (wall.as_nanos() as i64 - real as i64).abs() < 1_000_000_000,
+            "the wall clock, within a second"
+        );
     }
 
     #[cfg(target_os = "linux")]

@@ -184,7 +184,8 @@ impl TraceOutput {
                 let exe = std::env::current_exe().ok();
                 let exe = exe.as_ref().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
                 let name = format!("{} (cpu)", exe.as_deref().unwrap_or("process"));
-                let track = Track { process: Some(pid), ordered_children: true, ..Track::named(process, &name) };
+                let track =
+                    Track { process: Some(pid), ordered_children: true, ..Track::named(process, &name) };
                 self.describe(track, false);
             }
             let name = crate::launch::thread_name(thread).unwrap_or_else(|| format!("thread {thread}"));

@@ -61,7 +61,9 @@ impl Row {
         self.close_until(out, zone.begin);
         match (self.open.last(), zone.parent) {
             (None, _) => true,
-            (Some(open), Some(parent)) => open.list == zone.list && open.index == parent && zone.end <= open.end,
+            (Some(open), Some(parent)) => {
+                open.list == zone.list && open.index == parent && zone.end <= open.end
+            }
             (Some(_), None) => false,
         }
     }
@@ -120,7 +122,13 @@ impl Rows {
 
     /// The row `zone` goes to on `lane` (made, and its track described under `parent`, if
     /// none fits): the first where it nests truly. The ends it passes are written.
-    pub(super) fn place(&mut self, out: &mut TraceOutput, parent: u64, lane: Lane, zone: Placing) -> &mut Row {
+    pub(super) fn place(
+        &mut self,
+        out: &mut TraceOutput,
+        parent: u64,
+        lane: Lane,
+        zone: Placing,
+    ) -> &mut Row {
         if !self.lanes.contains_key(&lane) && self.lanes.len() >= MAX_LANES {
             self.forget_oldest();
         }
@@ -136,7 +144,8 @@ impl Rows {
                 let sequence = Sequence::new(out.sequence_id(), uuid);
                 self.count += 1;
                 let name = row_name(lane_rows.name.as_deref(), lane, index);
-                let track = Track { parent: Some(parent), rank: Some(self.count), ..Track::named(uuid, &name) };
+                let track =
+                    Track { parent: Some(parent), rank: Some(self.count), ..Track::named(uuid, &name) };
                 out.describe(track, false);
                 lane_rows.rows.push(Row { uuid, sequence, open: Vec::new() });
                 index

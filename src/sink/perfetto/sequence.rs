@@ -378,7 +378,8 @@ fn intern(out: &mut Vec<u8>, state: &mut Incremental, scratch: &mut String, even
         ids.source = Some(iid);
     }
     let location_args = event.source.map_or(&[][..], Location::args);
-    let arg_names = event.args.iter().map(|(name, _)| *name).chain(location_args.iter().map(|(n, _)| n.as_ref()));
+    let arg_names =
+        event.args.iter().map(|(name, _)| *name).chain(location_args.iter().map(|(n, _)| n.as_ref()));
     for name in arg_names {
         let (iid, new) = state.arg_names.id(Key::Text(name));
         if new {
@@ -448,7 +449,8 @@ fn track_event(out: &mut Vec<u8>, event: &Event<'_>, ids: Ids, arg_names: &mut I
         None => {}
     }
     let location_args = event.source.map_or(&[][..], Location::args);
-    let args = event.args.iter().copied().chain(location_args.iter().map(|(n, v)| (n.as_ref(), Value::from(v))));
+    let args =
+        event.args.iter().copied().chain(location_args.iter().map(|(n, v)| (n.as_ref(), Value::from(v))));
     for (name, value) in args {
         let annotation = open(out, field::DEBUG_ANNOTATIONS);
         wire::uint(out, field::ARG_NAME_IID, arg_names.id(Key::Text(name)).0);

@@ -129,7 +129,8 @@ impl PerfettoSink {
     /// trace stays valid either way).
     pub fn out_of_order(&self) -> u64 {
         let launches: u64 = self.launches.values().map(Sequence::out_of_order).sum();
-        let counters = self.counters.as_ref().and_then(|c| c.tracks.as_ref()).map_or(0, |(_, s)| s.out_of_order());
+        let counters =
+            self.counters.as_ref().and_then(|c| c.tracks.as_ref()).map_or(0, |(_, s)| s.out_of_order());
         let frames = self.frames.as_ref().map_or(0, Sequence::out_of_order);
         self.rows.out_of_order() + launches + counters + frames
     }
@@ -182,7 +183,10 @@ impl Sink for PerfettoSink {
             let mut tracks = [0; 4];
             for (uuid, name) in tracks.iter_mut().zip(COUNTERS) {
                 *uuid = out.uuid();
-                out.describe(Track { parent: Some(track), counter: true, rank: Some(0), ..Track::named(*uuid, name) }, false);
+                out.describe(
+                    Track { parent: Some(track), counter: true, rank: Some(0), ..Track::named(*uuid, name) },
+                    false,
+                );
             }
             let sequence = Sequence::new(out.sequence_id(), tracks[0]);
             counters.tracks = Some((tracks, sequence));
@@ -255,7 +259,12 @@ impl Sink for PerfettoSink {
         let name = format!("frame {}", mark.id);
         let args = [("frame", Value::Uint(mark.id))];
         let ns = mark.host_ns.saturating_add(opened.host_offset_ns);
-        let event = Event { name: Name::Inline(&name), category: Some("frame"), args: &args, ..Event::new(Kind::Instant, ns) };
+        let event = Event {
+            name: Name::Inline(&name),
+            category: Some("frame"),
+            args: &args,
+            ..Event::new(Kind::Instant, ns)
+        };
         let mut out = lock(&self.out);
         frames.write(out.staged(), &event);
         out.write_staged(false)
@@ -273,15 +282,22 @@ impl Sink for PerfettoSink {
         let Some((tracks, sequence)) = counters.tracks.as_mut() else { return Ok(()) };
         counters.written_ns = Some(sample.host_ns);
         let count = |n: usize| Some(i64::try_from(n).unwrap_or(i64::MAX));
-        let values = [count(sample.slots_in_use), count(sample.zones_dropped), count(sample.lists_pending), sample.lag_ns];
+        let values = [
+            count(sample.slots_in_use),
+            count(sample.zones_dropped),
+            count(sample.lists_pending),
+            sample.lag_ns,
+        ];
         let ns = sample.host_ns.saturating_add(opened.host_offset_ns);
         let mut out = lock(&self.out);
         for (index, value) in values.into_iter().enumerate() {
             let Some(value) = value.filter(|&v| counters.last[index] != Some(v)) else { continue };
             counters.last[index] = Some(value);
             // The lag in microseconds, as the Chrome sink writes it.
-            let counter = if index == 3 { Counter::Double(value as f64 / 1000.0) } else { Counter::Int(value) };
-            let event = Event { track: Some(tracks[index]), counter: Some(counter), ..Event::new(Kind::Counter, ns) };
+            let counter =
+                if index == 3 { Counter::Double(value as f64 / 1000.0) } else { Counter::Int(value) };
+            let event =
+                Event { track: Some(tracks[index]), counter: Some(counter), ..Event::new(Kind::Counter, ns) };
             sequence.write(out.staged(), &event);
         }
         out.write_staged(false)
