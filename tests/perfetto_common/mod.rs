@@ -82,3 +82,54 @@ pub fn import_errors(tp: &Path, trace: &Path) -> Vec<(String, String)> {
     .map(|row| (format!("{}[{}]", row[0], row[1]), row[2].clone()))
     .collect()
 }
+
+/// Zones, launches and frames of a trace as (group, track, name, ts since the first slice,
+/// dur, depth), the same query for both formats: a Chrome trace's processes and threads,
+/// a Perfetto trace's parent tracks (or process) and tracks.
+pub const SLICES: &str = "
+select
+  coalesce(parent.name, thread_process.name, track_process.name) as grp,
+  coalesce(t.name, th.name, case when t.type = 'chrome_process_instant' then 'frames' end) as track,
+  s.name, s.ts - (select min(ts) from slice) as ts, s.dur, s.depth
+from slice s join track t on s.track_id = t.id
+left join track parent on t.parent_id = parent.id
+left join thread_track tt on tt.id = t.id left join thread th on th.utid = tt.utid
+left join process thread_process on thread_process.upid = th.upid
+left join process_track pt on pt.id = t.id left join process track_process on track_process.upid = pt.upid
+order by grp, track, ts, depth, s.name;";
+
+/// Flows as (from slice, its ts, to slice, its ts), ts since the first slice.
+pub const FLOWS: &str = "
+select so.name, so.ts - (select min(ts) from slice) as out_ts, si.name, si.ts - (select min(ts) from slice) as in_ts
+from flow f join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in
+order by out_ts, in_ts, so.name;";
+
+/// Counter values as (counter, ts since the first slice, value); the Chrome importer names a
+/// counter's track `<name> value`.
+pub const COUNTERS: &str = "
+select case when t.name like '% value' then substr(t.name, 1, length(t.name) - 6) else t.name end as counter,
+  c.ts - (select min(ts) from slice) as ts, c.value
+from counter c join track t on c.track_id = t.id
+order by counter, ts;";
+
+/// Runs the decoding check (tests/perfetto_check.py, Perfetto's own schema) on `traces`, or
+/// says it is skipped where Python or the `perfetto` package is missing.
+pub fn decode_check(test: &str, traces: &[&Path]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/perfetto_check.py");
+    let has_schema = std::process::Command::new("python3")
+        .args(["-c", "import perfetto.protos.perfetto.trace.perfetto_trace_pb2"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_schema {
+        println!("SKIPPED the decoding check of {test}: no python3 with the perfetto package (pip install perfetto protobuf)");
+        return;
+    }
+    let output = std::process::Command::new("python3").arg(&script).args(traces).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    println!("{text}");
+    assert!(
+        output.status.success(),
+        "perfetto_check.py failed:\n{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -17,9 +17,11 @@
 //! - a `frames` track with an instant `frame <id>` at each frame's start; with
 //!   [`PerfettoSink::with_counters`], a counter track per counter (`slots in use`, `zones
 //!   dropped`, `lists pending`, `collection lag (us)`);
+//! - with feature `tracing`, the application's spans ([`PerfettoTrace::layer`]) on one track
+//!   per thread, under a process track named `<executable> (cpu)` with this process's pid;
 //! - with launches recorded ([`Builder::record_launches`](crate::Builder::record_launches)),
-//!   a `launch` slice on the recording thread's track, under a process track named
-//!   `<executable> (cpu)` with this process's pid, and a flow from it to the zone.
+//!   a `launch` slice on the recording thread's track (the one its spans are on) and a flow
+//!   from it to the zone.
 //!
 //! Times are the zones' host times ([`Zone::host_begin_ns`](super::Zone::host_begin_ns)) on
 //! `CLOCK_MONOTONIC` (what `Instant` reads on Linux), and the trace's clock snapshot relates
@@ -38,9 +40,13 @@
 // The folder: `wire.rs` writes protobuf's wire format and `clock.rs` relates the clocks
 // (leaves); `sequence.rs` is one packet sequence (incremental state, interning, deltas);
 // `output.rs` the file the sinks of one trace share (`PerfettoTrace`) and the tracks
-// described; `rows.rs` a context's lane tracks; `sink.rs` the `PerfettoSink`. It never
+// described; `rows.rs` a context's lane tracks; `sink.rs` the `PerfettoSink`; `layer.rs`
+// (feature `tracing`) the `tracing` layer writing CPU spans into the same output. It never
 // touches slots, lists, lanes' order or the collector: it sees only what a sink is handed.
 mod clock;
+#[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+pub mod layer;
 mod output;
 mod rows;
 mod sequence;
