@@ -86,31 +86,14 @@ pub fn import_errors(tp: &Path, trace: &Path) -> Vec<(String, String)> {
 /// Zones, launches and frames of a trace as (group, track, name, ts since the first slice,
 /// dur, depth), the same query for both formats: a Chrome trace's processes and threads,
 /// a Perfetto trace's parent tracks (or process) and tracks.
-pub const SLICES: &str = "
-select
-  coalesce(parent.name, thread_process.name, track_process.name) as grp,
-  coalesce(t.name, th.name, case when t.type = 'chrome_process_instant' then 'frames' end) as track,
-  s.name, s.ts - (select min(ts) from slice) as ts, s.dur, s.depth
-from slice s join track t on s.track_id = t.id
-left join track parent on t.parent_id = parent.id
-left join thread_track tt on tt.id = t.id left join thread th on th.utid = tt.utid
-left join process thread_process on thread_process.upid = th.upid
-left join process_track pt on pt.id = t.id left join process track_process on track_process.upid = pt.upid
-order by grp, track, ts, depth, s.name;";
+pub const SLICES: &str = include_str!("slices.sql");
 
 /// Flows as (from slice, its ts, to slice, its ts), ts since the first slice.
-pub const FLOWS: &str = "
-select so.name, so.ts - (select min(ts) from slice) as out_ts, si.name, si.ts - (select min(ts) from slice) as in_ts
-from flow f join slice so on so.id = f.slice_out join slice si on si.id = f.slice_in
-order by out_ts, in_ts, so.name;";
+pub const FLOWS: &str = include_str!("flows.sql");
 
 /// Counter values as (counter, ts since the first slice, value); the Chrome importer names a
 /// counter's track `<name> value`.
-pub const COUNTERS: &str = "
-select case when t.name like '% value' then substr(t.name, 1, length(t.name) - 6) else t.name end as counter,
-  c.ts - (select min(ts) from slice) as ts, c.value
-from counter c join track t on c.track_id = t.id
-order by counter, ts;";
+pub const COUNTERS: &str = include_str!("counters.sql");
 
 /// Runs the decoding check (tests/perfetto_check.py, Perfetto's own schema) on `traces`, or
 /// says it is skipped where Python or the `perfetto` package is missing.

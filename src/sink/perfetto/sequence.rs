@@ -99,7 +99,8 @@ pub(super) enum Name<'a> {
     None,
     /// A zone's location's name, interned by location.
     Location(&'a Location),
-    /// Text interned by its contents.
+    /// Text interned by its contents (a span's name).
+    #[cfg(feature = "tracing")]
     Interned(&'a str),
     /// Text written in the event (a name used once: a frame's).
     Inline(&'a str),
@@ -348,6 +349,7 @@ fn intern(out: &mut Vec<u8>, state: &mut Incremental, scratch: &mut String, even
     };
     let name = match event.name {
         Name::Location(location) => Some((name_key(location), location.name())),
+        #[cfg(feature = "tracing")]
         Name::Interned(text) => Some((Key::Text(text), text)),
         Name::None | Name::Inline(_) => None,
     };
