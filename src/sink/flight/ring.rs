@@ -3,9 +3,66 @@
 //! sink (once per collected list: one lock), copied out by a dump. A leaf of `flight/`.
 
 use crate::backend::Lane;
+use crate::launch::Launch;
 use crate::location::Location;
 use crate::sink::{ContextInfo, CounterSample, FrameMark, Zone};
 use std::collections::VecDeque;
+
+/// A zone as the ring keeps it: 72 bytes where a `Zone` takes 120 (its launch, when it has
+/// one, in its list's `launches`; no frame is `u64::MAX`). The ring is most of the
+/// recorder's memory, and writing it most of its time.
+#[derive(Debug, Clone)]
+pub(super) struct Record {
+    location: Location,
+    lane: u64,
+    host_begin_ns: i64,
+    host_end_ns: i64,
+    gpu_begin_ns: i64,
+    gpu_end_ns: i64,
+    frame: u64,
+    depth: u32,
+    /// Bit 0: the lane is a graph; bit 1: it has a launch.
+    flags: u32,
+}
+
+const GRAPH: u32 = 1;
+const LAUNCHED: u32 = 2;
+
+impl Record {
+    fn new(zone: &Zone) -> Self {
+        let (lane, graph) = match zone.lane {
+            Lane::Stream(key) => (key, 0),
+            Lane::Graph(key) => (key, GRAPH),
+        };
+        Self {
+            location: zone.location.clone(),
+            lane,
+            host_begin_ns: zone.host_begin_ns,
+            host_end_ns: zone.host_end_ns,
+            gpu_begin_ns: zone.gpu_begin_ns,
+            gpu_end_ns: zone.gpu_end_ns,
+            frame: zone.frame.unwrap_or(u64::MAX),
+            depth: zone.depth,
+            flags: graph | if zone.launch.is_some() { LAUNCHED } else { 0 },
+        }
+    }
+
+    /// The zone again, with its launch taken from `launches` when it had one.
+    fn zone(&self, launches: &mut impl Iterator<Item = Launch>) -> Zone {
+        let lane = if self.flags & GRAPH != 0 { Lane::Graph(self.lane) } else { Lane::Stream(self.lane) };
+        let mut zone = Zone::new(self.location.clone(), lane, self.depth, self.gpu_begin_ns, self.gpu_end_ns)
+            .with_host_times(self.host_begin_ns, self.host_end_ns);
+        if self.frame != u64::MAX {
+            zone = zone.with_frame(self.frame);
+        }
+        if self.flags & LAUNCHED != 0 {
+            if let Some(launch) = launches.next() {
+                zone = zone.with_launch(launch);
+            }
+        }
+        zone
+    }
+}
 
 /// Frame marks and counter samples kept per context (the newest).
 const MAX_MARKS: usize = 4096;
@@ -27,13 +84,22 @@ pub(super) struct Bounds {
 
 /// One collected list, kept.
 #[derive(Debug, Clone)]
-pub(super) struct Kept {
-    pub(super) list_id: u64,
-    pub(super) zones: Vec<Zone>,
+struct Kept {
+    list_id: u64,
+    zones: Vec<Record>,
+    /// The launches of its zones that had one, in order.
+    launches: Vec<Launch>,
     /// The latest host end of its zones.
-    pub(super) end_ns: i64,
+    end_ns: i64,
     /// What it counts for in the ring's bytes.
     bytes: usize,
+}
+
+/// One collected list, as a dump replays it.
+#[derive(Debug, Clone)]
+pub(super) struct KeptList {
+    pub(super) list_id: u64,
+    pub(super) zones: Vec<Zone>,
 }
 
 /// A copy of a ring, for a dump.
@@ -41,7 +107,7 @@ pub(super) struct Kept {
 pub(super) struct Snapshot {
     pub(super) info: Option<ContextInfo>,
     pub(super) lanes: Vec<(Lane, String)>,
-    pub(super) lists: Vec<Kept>,
+    pub(super) lists: Vec<KeptList>,
     pub(super) frames: Vec<FrameMark>,
     pub(super) counters: Vec<CounterSample>,
 }
@@ -52,7 +118,7 @@ pub(super) struct Ring {
     pub(super) info: Option<ContextInfo>,
     lanes: Vec<(Lane, String)>,
     lists: VecDeque<Kept>,
-    spare: Vec<Vec<Zone>>,
+    spare: Vec<(Vec<Record>, Vec<Launch>)>,
     frames: VecDeque<FrameMark>,
     counters: VecDeque<CounterSample>,
     bytes: usize,
@@ -75,18 +141,24 @@ fn held_bytes(zone: &Zone) -> usize {
 impl Ring {
     /// Keeps a collected list, then drops the oldest lists past `bounds`.
     pub(super) fn push(&mut self, list_id: u64, zones: &[Zone], bounds: Bounds) {
-        let mut kept = self.spare.pop().unwrap_or_default();
-        kept.extend_from_slice(zones);
+        let (mut kept, mut launches) = self.spare.pop().unwrap_or_default();
+        kept.reserve(zones.len());
         let mut end_ns = i64::MIN;
         let mut held = 0;
         for zone in zones {
+            kept.push(Record::new(zone));
+            if let Some(launch) = zone.launch {
+                launches.push(launch);
+            }
             end_ns = end_ns.max(zone.host_end_ns);
             held += held_bytes(zone);
         }
-        let bytes = kept.capacity() * std::mem::size_of::<Zone>() + held;
+        let bytes = kept.capacity() * std::mem::size_of::<Record>()
+            + launches.capacity() * std::mem::size_of::<Launch>()
+            + held;
         self.bytes += bytes;
         self.newest_ns = self.newest_ns.max(end_ns);
-        self.lists.push_back(Kept { list_id, zones: kept, end_ns, bytes });
+        self.lists.push_back(Kept { list_id, zones: kept, launches, end_ns, bytes });
         while let Some(oldest) = self.lists.front() {
             let too_old = oldest.end_ns < self.newest_ns.saturating_sub(bounds.window_ns);
             if !too_old && self.bytes <= bounds.max_bytes {
@@ -96,8 +168,9 @@ impl Ring {
             self.bytes -= gone.bytes;
             self.dropped_lists += 1;
             gone.zones.clear();
+            gone.launches.clear();
             if self.spare.len() < MAX_SPARE {
-                self.spare.push(gone.zones);
+                self.spare.push((gone.zones, gone.launches));
             }
         }
     }
@@ -126,7 +199,14 @@ impl Ring {
 
     /// The ring's bytes: its lists (zones and buffers' room) and what it keeps besides.
     pub(super) fn bytes(&self) -> usize {
-        let spare: usize = self.spare.iter().map(|v| v.capacity() * std::mem::size_of::<Zone>()).sum();
+        let spare: usize = self
+            .spare
+            .iter()
+            .map(|(zones, launches)| {
+                zones.capacity() * std::mem::size_of::<Record>()
+                    + launches.capacity() * std::mem::size_of::<Launch>()
+            })
+            .sum();
         self.bytes
             + spare
             + self.frames.capacity() * std::mem::size_of::<FrameMark>()
@@ -148,10 +228,17 @@ impl Ring {
     pub(super) fn snapshot(&self) -> Snapshot {
         let from =
             self.lists.iter().flat_map(|l| &l.zones).map(|z| z.host_begin_ns).min().unwrap_or(i64::MAX);
+        let list = |kept: &Kept| {
+            let mut launches = kept.launches.iter().copied();
+            KeptList {
+                list_id: kept.list_id,
+                zones: kept.zones.iter().map(|z| z.zone(&mut launches)).collect(),
+            }
+        };
         Snapshot {
             info: self.info.clone(),
             lanes: self.lanes.clone(),
-            lists: self.lists.iter().cloned().collect(),
+            lists: self.lists.iter().map(list).collect(),
             frames: self.frames.iter().filter(|m| m.host_ns >= from).copied().collect(),
             counters: self.counters.iter().filter(|s| s.host_ns >= from).copied().collect(),
         }
@@ -172,6 +259,24 @@ mod tests {
         line: 1,
         level: crate::location::Verbosity::Fine,
     };
+
+    #[test]
+    fn a_zone_comes_back_from_its_record_as_it_went_in() {
+        let launch = crate::launch::Launch::new(5, 9, 3);
+        let zones = [
+            Zone::new(&KERNEL, Lane::Graph(7), 2, -5, 40)
+                .with_host_times(100, 150)
+                .with_frame(12)
+                .with_launch(launch),
+            Zone::new(&KERNEL, Lane::Stream(u64::MAX), 0, 0, 1),
+        ];
+        let mut ring = Ring::default();
+        ring.push(3, &zones, Bounds { window_ns: i64::MAX, max_bytes: usize::MAX });
+        let snapshot = ring.snapshot();
+        let back = &snapshot.lists[0].zones;
+        assert_eq!(format!("{back:?}"), format!("{zones:?}"));
+        assert_eq!(std::mem::size_of::<super::Record>(), 72);
+    }
 
     fn list(at: i64) -> Vec<Zone> {
         (0..4).map(|i| Zone::new(&KERNEL, Lane::Stream(1), 0, at + i * 100, at + i * 100 + 100)).collect()

@@ -38,7 +38,10 @@ fn read(clock: libc::clockid_t) -> i64 {
     // asked for exist on every Linux since 2.6.39.
     let failed = unsafe { libc::clock_gettime(clock, &mut at) } != 0;
     debug_assert!(!failed, "clock_gettime({clock})");
-    i64::from(at.tv_sec) * 1_000_000_000 + i64::from(at.tv_nsec)
+    // `time_t` and `c_long` are `i64` on 64-bit targets, `i32` on 32-bit ones.
+    #[allow(clippy::useless_conversion)]
+    let ns = i64::from(at.tv_sec) * 1_000_000_000 + i64::from(at.tv_nsec);
+    ns
 }
 
 /// Reads `other` between two reads of `first`, three times: `other`'s reading and `first`'s

@@ -6,7 +6,7 @@
 //! and `output.rs`.
 
 use super::output::{TraceOutput, Track};
-use super::sequence::{Event, Kind, Sequence};
+use super::sequence::Sequence;
 use crate::backend::Lane;
 use rustc_hash::FxHashMap;
 
@@ -50,7 +50,7 @@ impl Row {
         while let Some(&top) = self.open.last().filter(|top| top.end <= at) {
             self.open.pop();
             if !top.ended {
-                self.sequence.write(out, &Event::new(Kind::End, top.end));
+                self.sequence.end(out, top.end);
             }
         }
     }
@@ -73,14 +73,15 @@ impl Row {
     pub(super) fn end_batch(&mut self, out: &mut Vec<u8>) {
         for open in self.open.iter_mut().rev().filter(|open| !open.ended) {
             open.ended = true;
-            self.sequence.write(out, &Event::new(Kind::End, open.end));
+            self.sequence.end(out, open.end);
         }
     }
 }
 
 /// One lane's rows.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct LaneRows {
+    lane: Lane,
     /// The name given with `name_stream`, if any.
     name: Option<String>,
     rows: Vec<Row>,
@@ -91,12 +92,16 @@ struct LaneRows {
 /// The rows of every lane of one context.
 #[derive(Debug, Default)]
 pub(super) struct Rows {
-    lanes: FxHashMap<Lane, LaneRows>,
+    lanes: Vec<LaneRows>,
+    /// Where each lane is in `lanes`.
+    index: FxHashMap<Lane, usize>,
+    /// The lane used last (a batch's zones are mostly on its list's lane).
+    last: usize,
     /// Rows made so far: the next one's rank.
     count: i32,
     batches: u64,
-    /// Rows touched by the batch being written.
-    touched: Vec<(Lane, usize)>,
+    /// Rows touched by the batch being written: (lane's place in `lanes`, row).
+    touched: Vec<(usize, usize)>,
 }
 
 /// A row's name: the lane's, and which row of it.
@@ -129,11 +134,9 @@ impl Rows {
         lane: Lane,
         zone: Placing,
     ) -> &mut Row {
-        if !self.lanes.contains_key(&lane) && self.lanes.len() >= MAX_LANES {
-            self.forget_oldest();
-        }
         let batch = self.batches;
-        let lane_rows = self.lanes.entry(lane).or_default();
+        let at = self.lane(lane);
+        let lane_rows = &mut self.lanes[at];
         lane_rows.used = batch;
         let found = lane_rows.rows.iter_mut().position(|row| row.fits(out.staged(), zone));
         let index = match found {
@@ -151,8 +154,8 @@ impl Rows {
                 index
             }
         };
-        if !self.touched.contains(&(lane, index)) {
-            self.touched.push((lane, index));
+        if !self.touched.contains(&(at, index)) {
+            self.touched.push((at, index));
         }
         let row = &mut lane_rows.rows[index];
         row.open.push(Open { end: zone.end, list: zone.list, index: zone.index, ended: false });
@@ -162,7 +165,7 @@ impl Rows {
     /// Ends the batch: the ends of its zones still open are written.
     pub(super) fn end_batch(&mut self, out: &mut Vec<u8>) {
         for &(lane, index) in &self.touched {
-            if let Some(row) = self.lanes.get_mut(&lane).and_then(|lane| lane.rows.get_mut(index)) {
+            if let Some(row) = self.lanes.get_mut(lane).and_then(|lane| lane.rows.get_mut(index)) {
                 row.end_batch(out);
             }
         }
@@ -170,7 +173,8 @@ impl Rows {
 
     /// Names `lane`'s tracks (describing again those already described).
     pub(super) fn name(&mut self, out: &mut TraceOutput, parent: u64, lane: Lane, name: &str) {
-        let lane_rows = self.lanes.entry(lane).or_default();
+        let at = self.lane(lane);
+        let lane_rows = &mut self.lanes[at];
         lane_rows.name = Some(name.to_owned());
         for (index, row) in lane_rows.rows.iter().enumerate() {
             let name = row_name(Some(name), lane, index);
@@ -180,13 +184,37 @@ impl Rows {
 
     /// Events written out of time order, over every row.
     pub(super) fn out_of_order(&self) -> u64 {
-        self.lanes.values().flat_map(|lane| &lane.rows).map(|row| row.sequence.out_of_order()).sum()
+        self.lanes.iter().flat_map(|lane| &lane.rows).map(|row| row.sequence.out_of_order()).sum()
     }
 
+    /// Where `lane` is in `lanes` (added if new).
+    fn lane(&mut self, lane: Lane) -> usize {
+        if self.lanes.get(self.last).is_some_and(|known| known.lane == lane) {
+            return self.last;
+        }
+        let at = match self.index.get(&lane) {
+            Some(&at) => at,
+            None => {
+                if self.lanes.len() >= MAX_LANES {
+                    self.forget_oldest();
+                }
+                self.lanes.push(LaneRows { lane, name: None, rows: Vec::new(), used: self.batches });
+                self.index.insert(lane, self.lanes.len() - 1);
+                self.lanes.len() - 1
+            }
+        };
+        self.last = at;
+        at
+    }
+
+    /// Forgets the half of the lanes used longest ago (between batches: nothing is touched).
     fn forget_oldest(&mut self) {
-        let mut used: Vec<u64> = self.lanes.values().map(|lane| lane.used).collect();
+        let mut used: Vec<u64> = self.lanes.iter().map(|lane| lane.used).collect();
         used.sort_unstable();
         let cut = used[used.len() / 2];
-        self.lanes.retain(|_, lane| lane.used > cut);
+        self.lanes.retain(|lane| lane.used > cut);
+        self.index = self.lanes.iter().enumerate().map(|(at, lane)| (lane.lane, at)).collect();
+        self.touched.clear();
+        self.last = 0;
     }
 }

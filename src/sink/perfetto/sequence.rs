@@ -216,7 +216,7 @@ impl Interner {
 }
 
 /// What a sequence has told the reader so far: cleared when it starts over.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Incremental {
     /// The incremental clock's reading: the latest timestamp written, on `CLOCK_MONOTONIC`.
     last_ns: i64,
@@ -224,9 +224,31 @@ struct Incremental {
     categories: Interner,
     locations: Interner,
     arg_names: Interner,
+    /// The ids of static locations written lately, by address (direct-mapped: a zone's
+    /// begin skips both lookups on a hit). Address 0: empty.
+    recent: [(usize, u64, u64); RECENT],
 }
 
+/// Entries of `Incremental::recent`.
+const RECENT: usize = 16;
+
 impl Incremental {
+    fn new(last_ns: i64) -> Self {
+        Self {
+            last_ns,
+            names: Interner::default(),
+            categories: Interner::default(),
+            locations: Interner::default(),
+            arg_names: Interner::default(),
+            recent: [(0, 0, 0); RECENT],
+        }
+    }
+
+    fn slot(address: usize) -> usize {
+        // Static locations are a few words apart: skip the bits they share.
+        (address >> 4) % RECENT
+    }
+
     fn interned(&self) -> usize {
         self.names.len() + self.categories.len() + self.locations.len() + self.arg_names.len()
     }
@@ -244,6 +266,40 @@ pub(super) struct Sequence {
     out_of_order: u64,
     /// Reused for a dynamic location's key.
     scratch: String,
+}
+
+/// Key bytes of the fields the short ways write (all under 128: one byte each).
+const PACKET_KEY: u8 = (field::PACKET << 3 | 2) as u8;
+const TIMESTAMP_KEY: u8 = (field::TIMESTAMP << 3) as u8;
+const SEQUENCE_ID_KEY: u8 = (field::SEQUENCE_ID << 3) as u8;
+const TRACK_EVENT_KEY: u8 = (field::TRACK_EVENT << 3 | 2) as u8;
+const TYPE_KEY: u8 = (field::TYPE << 3) as u8;
+const NAME_IID_KEY: u8 = (field::NAME_IID << 3) as u8;
+/// `source_location_iid` (field 34): its key takes two bytes.
+const SOURCE_LOCATION_IID_KEY: [u8; 2] = [0x90, 0x02];
+
+/// Starts a packet the short way: its key, a length byte to fill in, its timestamp and
+/// sequence id. Returns where the length byte is.
+#[inline]
+fn short_packet(out: &mut Vec<u8>, delta: u64, id: u32) -> usize {
+    // A short packet is at most 2 + 11 + 6 + 2 + 2 + 11 + 12 bytes.
+    out.reserve(64);
+    out.push(PACKET_KEY);
+    let length = out.len();
+    out.push(0);
+    out.push(TIMESTAMP_KEY);
+    wire::varint(out, delta);
+    out.push(SEQUENCE_ID_KEY);
+    wire::varint(out, u64::from(id));
+    length
+}
+
+/// Fills in the length byte at `at` (a short packet or its event: always under 128 bytes).
+#[inline]
+fn short_close(out: &mut [u8], at: usize) {
+    let len = out.len() - at - 1;
+    debug_assert!(len < 0x80);
+    out[at] = len as u8;
 }
 
 /// Writes a `Trace.packet` holding what `contents` writes.
@@ -293,7 +349,63 @@ impl Sequence {
             }
             close(out, snapshot);
         });
-        self.state = Some(Incremental { last_ns: ns.max(0), ..Incremental::default() });
+        self.state = Some(Incremental::new(ns.max(0)));
+    }
+
+    /// The state, when an event at `ns` can take the short way: started, room left for
+    /// interned entries, and not earlier than the event before.
+    fn ready(&mut self, ns: i64) -> Option<&mut Incremental> {
+        self.state.as_mut().filter(|state| ns >= state.last_ns && state.interned() < MAX_INTERNED)
+    }
+
+    /// A slice's end at `ns` (most packets of a trace): the packet's bytes written at once.
+    pub(super) fn end(&mut self, out: &mut Vec<u8>, ns: i64) {
+        let id = self.id;
+        let Some(state) = self.ready(ns) else { return self.write(out, &Event::new(Kind::End, ns)) };
+        let delta = (ns - state.last_ns) as u64;
+        state.last_ns = ns;
+        let length = short_packet(out, delta, id);
+        // track_event { type: TYPE_SLICE_END }: key, length 2, key, value.
+        out.extend_from_slice(&[TRACK_EVENT_KEY, 2, TYPE_KEY, Kind::End as u8]);
+        short_close(out, length);
+    }
+
+    /// `event`, a zone's begin: at once when its static location's ids are known on this
+    /// sequence and it has neither arguments nor flow, else the general way.
+    pub(super) fn begin(&mut self, out: &mut Vec<u8>, event: &Event<'_>) {
+        if let (Name::Location(Location::Static(source)), None, true) =
+            (event.name, event.flow_in, event.args.is_empty())
+        {
+            let address = *source as *const SourceLocation as usize;
+            let id = self.id;
+            if let Some(state) = self.ready(event.ns) {
+                let (known, name, location) = state.recent[Incremental::slot(address)];
+                if known == address {
+                    let delta = (event.ns - state.last_ns) as u64;
+                    state.last_ns = event.ns;
+                    let length = short_packet(out, delta, id);
+                    out.extend_from_slice(&[TRACK_EVENT_KEY, 0, TYPE_KEY, Kind::Begin as u8, NAME_IID_KEY]);
+                    let event_length = out.len() - 4;
+                    wire::varint(out, name);
+                    out.extend_from_slice(&SOURCE_LOCATION_IID_KEY);
+                    wire::varint(out, location);
+                    short_close(out, event_length);
+                    short_close(out, length);
+                    return;
+                }
+            }
+            self.write(out, event);
+            if let Some(state) = self.state.as_mut() {
+                let (Some(&name), Some(&location)) =
+                    (state.names.by_address.get(&address), state.locations.by_address.get(&address))
+                else {
+                    return;
+                };
+                state.recent[Incremental::slot(address)] = (address, name, location);
+            }
+            return;
+        }
+        self.write(out, event);
     }
 
     /// Writes `event` as one packet (after the packet that starts the sequence, if it has

@@ -33,6 +33,7 @@ impl PerfettoTrace {
             frames: None,
             gpu_times: false,
             zones: 0,
+            ancestors: Vec::new(),
         }
     }
 }
@@ -83,6 +84,8 @@ pub struct PerfettoSink {
     frames: Option<Sequence>,
     gpu_times: bool,
     zones: u64,
+    /// The batch's zones still open at the zone being written (reused).
+    ancestors: Vec<usize>,
 }
 
 impl std::fmt::Debug for PerfettoSink {
@@ -213,8 +216,8 @@ impl Sink for PerfettoSink {
         self.rows.begin_batch();
         // The batch is in begin (recording) order: a zone's parent is the nearest zone
         // before it one level up.
-        let mut ancestors: Vec<usize> = Vec::new();
-        let mut args: Vec<(&str, Value<'_>)> = Vec::with_capacity(4);
+        let ancestors = &mut self.ancestors;
+        ancestors.clear();
         for (index, zone) in batch.zones.iter().enumerate() {
             ancestors.truncate(zone.depth as usize);
             let parent = ancestors.last().copied().filter(|_| zone.depth > 0);
@@ -228,26 +231,35 @@ impl Sink for PerfettoSink {
                 write_launch(out, &mut self.launches, (self.cpu_pid, offset), zone, &launch, flow);
                 flow
             });
-            args.clear();
-            if parent.is_none() {
-                args.push(("list", Value::Uint(batch.list_id)));
-                if let Some(frame) = zone.frame {
-                    args.push(("frame", Value::Uint(frame)));
-                }
-            }
-            if self.gpu_times {
-                args.push(("gpu_begin_ns", Value::Int(zone.gpu_begin_ns)));
-                args.push(("gpu_end_ns", Value::Int(zone.gpu_end_ns)));
-            }
+            let root = [
+                ("list", Value::Uint(batch.list_id)),
+                ("frame", Value::Uint(zone.frame.unwrap_or_default())),
+            ];
+            let root = match (parent, zone.frame) {
+                (None, Some(_)) => &root[..],
+                (None, None) => &root[..1],
+                (Some(_), _) => &[],
+            };
+            let all;
+            let args = if self.gpu_times {
+                let times = [
+                    ("gpu_begin_ns", Value::Int(zone.gpu_begin_ns)),
+                    ("gpu_end_ns", Value::Int(zone.gpu_end_ns)),
+                ];
+                all = [root, &times[..]].concat();
+                &all[..]
+            } else {
+                root
+            };
             let event = Event {
                 name: Name::Location(&zone.location),
                 source: Some(&zone.location),
                 flow_in: flow,
-                args: &args,
+                args,
                 ..Event::new(Kind::Begin, begin)
             };
             let row = self.rows.place(out, opened.track, zone.lane, placing);
-            row.sequence.write(out.staged(), &event);
+            row.sequence.begin(out.staged(), &event);
         }
         self.rows.end_batch(out.staged());
         self.zones += batch.zones.len() as u64;
