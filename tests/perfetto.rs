@@ -237,3 +237,36 @@ fn thousands_of_names_and_lanes_restart_sequences_and_every_zone_keeps_its_name(
     assert_eq!(wrong, vec![vec!["0".to_owned()]], "each zone's argument is its own");
     decode_check("thousands_of_names_and_lanes_restart_sequences_and_every_zone_keeps_its_name", &[&path]);
 }
+
+/// CLOCK_BOOTTIME now, in nanoseconds: the clock of a Linux system trace.
+#[cfg(target_os = "linux")]
+fn boottime_ns() -> i64 {
+    let mut at = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // Safety: `at` is a valid, writable timespec for the call.
+    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut at) }, 0);
+    at.tv_sec * 1_000_000_000 + at.tv_nsec
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_trace_is_read_on_clock_boottime_as_a_system_trace_is() {
+    let Some(tp) = trace_processor_or_skip("a_trace_is_read_on_clock_boottime_as_a_system_trace_is") else { return };
+    let path = scratch("perfetto-boottime").join("trace.pftrace");
+    let sim = SimBackend::realtime();
+    let stream = sim.stream();
+    let ctx = TracingContext::builder(sim.clone()).sink(PerfettoTrace::create(&path).unwrap().sink()).build().unwrap();
+    let before = boottime_ns();
+    let mut list = ctx.list();
+    {
+        let _zone = list.zone(&stream, location!("kernel"));
+        sim.launch(&stream, 2_000_000);
+    }
+    ctx.submit(list).unwrap();
+    ctx.flush().unwrap();
+    let after = boottime_ns();
+    drop(ctx);
+    let rows = query(&tp, &path, "select ts, ts + dur from slice where name = 'kernel';");
+    let (begin, end): (i64, i64) = (rows[0][0].parse().unwrap(), rows[0][1].parse().unwrap());
+    assert!(before <= begin && end <= after, "the zone [{begin}, {end}] lies within [{before}, {after}] of CLOCK_BOOTTIME");
+    assert!(end - begin >= 2_000_000, "and lasts its kernel's 2 ms at least");
+}
