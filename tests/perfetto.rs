@@ -157,6 +157,14 @@ fn the_file_is_a_whole_trace_after_every_flush() {
     }
     let copies: Vec<&Path> = copies.iter().map(|c| c.as_path()).collect();
     decode_check("the_file_is_a_whole_trace_after_every_flush", &copies);
+    // A write cut short inside a packet (the process died in it): the reader drops the
+    // packet cut short and keeps every one before it.
+    let bytes = std::fs::read(copies[2]).unwrap();
+    let cut = dir.join("cut.pftrace");
+    std::fs::write(&cut, &bytes[..bytes.len() - 3]).unwrap();
+    assert_eq!(import_errors(&tp, &cut), vec![], "a cut packet is no import error");
+    let count = query(&tp, &cut, "select count(*) from slice;")[0][0].parse::<usize>().unwrap();
+    assert!(count >= 600 - 1, "the slices before the cut packet: {count}");
 }
 
 /// The child of `a_writer_killed_after_a_flush_leaves_every_flushed_zone`: records and
