@@ -258,11 +258,16 @@ fn boottime_ns() -> i64 {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_trace_is_read_on_clock_boottime_as_a_system_trace_is() {
-    let Some(tp) = trace_processor_or_skip("a_trace_is_read_on_clock_boottime_as_a_system_trace_is") else { return };
+    let Some(tp) = trace_processor_or_skip("a_trace_is_read_on_clock_boottime_as_a_system_trace_is") else {
+        return;
+    };
     let path = scratch("perfetto-boottime").join("trace.pftrace");
     let sim = SimBackend::realtime();
     let stream = sim.stream();
-    let ctx = TracingContext::builder(sim.clone()).sink(PerfettoTrace::create(&path).unwrap().sink()).build().unwrap();
+    let ctx = TracingContext::builder(sim.clone())
+        .sink(PerfettoTrace::create(&path).unwrap().sink())
+        .build()
+        .unwrap();
     let before = boottime_ns();
     let mut list = ctx.list();
     {
@@ -275,6 +280,9 @@ fn a_trace_is_read_on_clock_boottime_as_a_system_trace_is() {
     drop(ctx);
     let rows = query(&tp, &path, "select ts, ts + dur from slice where name = 'kernel';");
     let (begin, end): (i64, i64) = (rows[0][0].parse().unwrap(), rows[0][1].parse().unwrap());
-    assert!(before <= begin && end <= after, "the zone [{begin}, {end}] lies within [{before}, {after}] of CLOCK_BOOTTIME");
+    assert!(
+        before <= begin && end <= after,
+        "the zone [{begin}, {end}] lies within [{before}, {after}] of CLOCK_BOOTTIME"
+    );
     assert!(end - begin >= 2_000_000, "and lasts its kernel's 2 ms at least");
 }
