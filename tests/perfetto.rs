@@ -7,7 +7,8 @@ use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::perfetto::PerfettoTrace;
 use gpu_event_pool::{dynamic_location, location, TracingContext};
 use perfetto_common::{
-    decode_check, import_errors, query, scratch, trace_processor_or_skip, COUNTERS, FLOWS, SLICES,
+    decode_check, has_schema, import_errors, query, run_check, scratch, trace_processor_or_skip, COUNTERS,
+    FLOWS, SLICES,
 };
 use std::path::Path;
 use std::time::Duration;
@@ -285,4 +286,94 @@ fn a_trace_is_read_on_clock_boottime_as_a_system_trace_is() {
         "the zone [{begin}, {end}] lies within [{before}, {after}] of CLOCK_BOOTTIME"
     );
     assert!(end - begin >= 2_000_000, "and lasts its kernel's 2 ms at least");
+}
+
+#[test]
+fn gpu_times_are_every_zones_arguments_when_asked_for() {
+    let Some(tp) = trace_processor_or_skip("gpu_times_are_every_zones_arguments_when_asked_for") else {
+        return;
+    };
+    let path = scratch("perfetto-gpu-times").join("trace.pftrace");
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let sink = PerfettoTrace::create(&path).unwrap().sink().with_gpu_times(true);
+    let ctx = TracingContext::builder(sim.clone()).sink(sink).build().unwrap();
+    record(&ctx, &sim, &stream, 10);
+    ctx.flush().unwrap();
+    drop(ctx);
+    let times = query(
+        &tp,
+        &path,
+        "select s.name, b.int_value, e.int_value, s.dur from slice s \
+         join args b on b.arg_set_id = s.arg_set_id and b.key = 'debug.gpu_begin_ns' \
+         join args e on e.arg_set_id = s.arg_set_id and e.key = 'debug.gpu_end_ns' order by s.ts, s.depth;",
+    );
+    assert_eq!(times.len(), 20, "both times on every zone: {times:?}");
+    for row in &times {
+        let (begin, end): (i64, i64) = (row[1].parse().unwrap(), row[2].parse().unwrap());
+        assert_eq!((end - begin).to_string(), row[3], "the GPU times span the zone: {row:?}");
+    }
+}
+
+/// The packets of a trace file (each `Trace.packet` field, key and length included).
+fn packets(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut packets = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        assert_eq!(bytes[at], 0x0a, "a Trace.packet field");
+        let (mut len, mut shift, mut end) = (0usize, 0, at + 1);
+        loop {
+            let byte = bytes[end];
+            len |= usize::from(byte & 0x7f) << shift;
+            shift += 7;
+            end += 1;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        packets.push(&bytes[at..end + len]);
+        at = end + len;
+    }
+    packets
+}
+
+#[test]
+fn the_decoding_check_fails_a_trace_whose_packets_come_in_the_wrong_order() {
+    if !has_schema("the_decoding_check_fails_a_trace_whose_packets_come_in_the_wrong_order") {
+        return;
+    }
+    let dir = scratch("perfetto-check-fails");
+    let path = dir.join("trace.pftrace");
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let ctx = TracingContext::builder(sim.clone())
+        .sink(PerfettoTrace::create(&path).unwrap().sink())
+        .build()
+        .unwrap();
+    record(&ctx, &sim, &stream, 10);
+    ctx.flush().unwrap();
+    drop(ctx);
+    let (passed, text) = run_check(&[&path]);
+    assert!(passed, "{text}");
+    // Reversed: every sequence's events come before the packet that starts it, and go
+    // back in time.
+    let bytes = std::fs::read(&path).unwrap();
+    let reversed: Vec<u8> = packets(&bytes).into_iter().rev().flatten().copied().collect();
+    assert_eq!(reversed.len(), bytes.len());
+    let bad = dir.join("reversed.pftrace");
+    std::fs::write(&bad, reversed).unwrap();
+    let (passed, text) = run_check(&[&bad]);
+    assert!(!passed, "the check must fail:\n{text}");
+    for problem in ["before its sequence cleared its state", "goes back"] {
+        assert!(text.contains(problem), "{problem}: {text}");
+    }
+    // The track descriptors moved to the end (each on the trace's own sequence, 1: the key
+    // of `track_descriptor` right after the sequence id): tracks used before described.
+    let (descriptors, rest): (Vec<&[u8]>, Vec<&[u8]>) =
+        packets(&bytes).into_iter().partition(|p| p.len() > 6 && p[2..6] == [0x50, 1, 0xe2, 0x03]);
+    assert!(!descriptors.is_empty());
+    let late: Vec<u8> = rest.into_iter().chain(descriptors).flatten().copied().collect();
+    std::fs::write(&bad, late).unwrap();
+    let (passed, text) = run_check(&[&bad]);
+    assert!(!passed && text.contains("used before it is described"), "the check must fail:\n{text}");
 }

@@ -95,24 +95,35 @@ pub const FLOWS: &str = include_str!("flows.sql");
 /// counter's track `<name> value`.
 pub const COUNTERS: &str = include_str!("counters.sql");
 
-/// Runs the decoding check (tests/perfetto_check.py, Perfetto's own schema) on `traces`, or
-/// says it is skipped where Python or the `perfetto` package is missing.
-pub fn decode_check(test: &str, traces: &[&Path]) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/perfetto_check.py");
-    let has_schema = std::process::Command::new("python3")
+/// Whether Python has Perfetto's schema (the `perfetto` package), printing that `test` skips
+/// the decoding check where not.
+pub fn has_schema(test: &str) -> bool {
+    let found = std::process::Command::new("python3")
         .args(["-c", "import perfetto.protos.perfetto.trace.perfetto_trace_pb2"])
         .output()
         .is_ok_and(|out| out.status.success());
-    if !has_schema {
+    if !found {
         println!("SKIPPED the decoding check of {test}: no python3 with the perfetto package (pip install perfetto protobuf)");
+    }
+    found
+}
+
+/// Runs tests/perfetto_check.py on `traces`: whether it passed, and what it printed.
+pub fn run_check(traces: &[&Path]) -> (bool, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/perfetto_check.py");
+    let output = std::process::Command::new("python3").arg(&script).args(traces).output().unwrap();
+    let text =
+        String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
+}
+
+/// Runs the decoding check (tests/perfetto_check.py, Perfetto's own schema) on `traces`, or
+/// says it is skipped where Python or the `perfetto` package is missing.
+pub fn decode_check(test: &str, traces: &[&Path]) {
+    if !has_schema(test) {
         return;
     }
-    let output = std::process::Command::new("python3").arg(&script).args(traces).output().unwrap();
-    let text = String::from_utf8_lossy(&output.stdout);
+    let (passed, text) = run_check(traces);
     println!("{text}");
-    assert!(
-        output.status.success(),
-        "perfetto_check.py failed:\n{text}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(passed, "perfetto_check.py failed:\n{text}");
 }

@@ -116,7 +116,7 @@ impl PerfettoSink {
     }
 
     /// Also writes every zone's GPU times (`gpu_begin_ns`, `gpu_end_ns`: nanoseconds since
-    /// the context's base event) as arguments: about 16 bytes more a zone. Off by default.
+    /// the context's base event) as arguments: two more arguments a zone. Off by default.
     pub fn with_gpu_times(mut self, on: bool) -> Self {
         self.gpu_times = on;
         self
