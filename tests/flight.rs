@@ -175,6 +175,13 @@ fn a_frame_over_its_threshold_and_the_applications_own_trigger_dump() {
     let dumps = recorder.dumps();
     assert_eq!(dumps[1].reason, "collect failed");
     assert!(dumps[1].path.is_file() && dumps[1].zones > 0, "{dumps:?}");
+    if let Some(tp) =
+        trace_processor_or_skip("a_frame_over_its_threshold_and_the_applications_own_trigger_dump")
+    {
+        for dump in &dumps {
+            assert_eq!(import_errors(&tp, &dump.path), vec![], "{}", dump.path.display());
+        }
+    }
 }
 
 /// A collector's calls, straight to a sink: one list of 100 zones every millisecond of

@@ -301,6 +301,7 @@ fn gpu_times_are_every_zones_arguments_when_asked_for() {
     record(&ctx, &sim, &stream, 10);
     ctx.flush().unwrap();
     drop(ctx);
+    assert_eq!(import_errors(&tp, &path), vec![]);
     let times = query(
         &tp,
         &path,

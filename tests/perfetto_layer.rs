@@ -64,6 +64,7 @@ fn spans_zones_and_arrows_share_one_perfetto_trace_as_in_the_chrome_trace() {
     chrome.flush().unwrap();
     perfetto.flush().unwrap();
     assert_eq!(import_errors(&tp, &perfetto_path), vec![]);
+    assert_eq!(import_errors(&tp, &chrome_path), vec![]);
     // Spans are timed by each layer on its own reading of the clock: compare everything
     // but their times.
     let shape = |rows: Vec<Vec<String>>| -> Vec<(String, String, String, String)> {
