@@ -9,6 +9,7 @@
 //! cargo run --release --features tracing --example demo -- --cpu-spans
 //! cargo run --release --example demo --features vulkan -- --backend vulkan --lists 50
 //! cargo run --release --example demo --features cupti -- --backend cupti --lists 50
+//! cargo run --release --example demo --features perfetto -- --perfetto trace.pftrace --flight-recorder 2
 //! ```
 //!
 //! With `--cpu-spans` (feature `tracing`), the trace also holds the recording threads' CPU
@@ -99,6 +100,17 @@ struct Args {
     #[cfg(feature = "tracing")]
     #[arg(long)]
     cpu_spans: bool,
+    /// Also write the trace in Perfetto's own format (protobuf, `.pftrace`) to PATH: every GPU,
+    /// its counters and frames, and with `--cpu-spans` the CPU spans and launch arrows.
+    #[cfg(feature = "perfetto")]
+    #[arg(long, value_name = "PATH")]
+    perfetto: Option<PathBuf>,
+    /// Keep the last SECONDS of every GPU's zones in a flight recorder: a zone over 4 times
+    /// its name's p99 dumps them into `flight-recorder/` (at most one dump every 10 s), and
+    /// the end of the run writes them to `flight-recorder/last.pftrace`.
+    #[cfg(feature = "perfetto")]
+    #[arg(long, value_name = "SECONDS")]
+    flight_recorder: Option<f64>,
     /// CUPTI activity buffers, all allocated at start (`--backend cupti`): CUPTI drops records
     /// while none is free [default: `CuptiConfig::default()`'s, 64].
     #[cfg(feature = "cupti")]
@@ -316,7 +328,14 @@ struct Device<G: DemoGpu> {
 
 impl<G: DemoGpu> Device<G> {
     /// GPU `index`'s context, writing into the shared trace (as process "gpu <index>").
-    fn open(index: usize, gpu: G, trace: &ChromeTrace, stats: &FrameStats, args: &Args) -> DemoResult<Self> {
+    fn open(
+        index: usize,
+        gpu: G,
+        trace: &ChromeTrace,
+        stats: &FrameStats,
+        outputs: &Outputs,
+        args: &Args,
+    ) -> DemoResult<Self> {
         let memory = MemorySink::new();
         let initial_capacity = args.initial_capacity.unwrap_or(DEFAULT_INITIAL_CAPACITY.min(args.capacity));
         let builder = TracingContext::builder(gpu.backend().clone())
@@ -333,6 +352,7 @@ impl<G: DemoGpu> Device<G> {
             .record_launches(args.cpu_spans());
         #[cfg(feature = "tracy")]
         let builder = with_tracy(builder, gpu.backend(), args);
+        let builder = outputs.add_sinks(builder);
         let ctx =
             builder.build().map_err(|e| format!("cannot create the tracing context of GPU {index}: {e}"))?;
         let mut streams = Vec::new();
@@ -356,16 +376,20 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     let trace = ChromeTrace::create(&args.trace)
         .map_err(|e| format!("cannot create trace file {}: {e}", args.trace.display()))?;
     let stats = FrameStats::new(args.window as usize);
+    let outputs = Outputs::open(args, &stats)?;
     let devices = gpus
         .into_iter()
         .enumerate()
-        .map(|(index, gpu)| Device::open(index, gpu, &trace, &stats, args))
+        .map(|(index, gpu)| Device::open(index, gpu, &trace, &stats, &outputs, args))
         .collect::<DemoResult<Vec<_>>>()?;
     // With CPU spans, the layer keeps the trace open: it is flushed at the end instead.
     #[cfg(feature = "tracing")]
     if args.cpu_spans {
         use tracing_subscriber::layer::SubscriberExt;
-        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(trace.layer()))?;
+        let subscriber = tracing_subscriber::registry().with(trace.layer());
+        #[cfg(feature = "perfetto")]
+        let subscriber = subscriber.with(outputs.perfetto.as_ref().map(|perfetto| perfetto.layer()));
+        tracing::subscriber::set_global_default(subscriber)?;
     }
     let cpu_trace = args.cpu_spans().then(|| trace.clone());
     drop(trace);
@@ -448,6 +472,7 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     if let Some(trace) = cpu_trace {
         trace.flush()?;
     }
+    outputs.finish(args, emitted)?;
     println!();
     println!(
         "trace              {}: one process per GPU with its counters and frames{} (open in https://ui.perfetto.dev or chrome://tracing)",
@@ -460,6 +485,107 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
         }
     }
     Ok(())
+}
+
+/// The outputs besides the Chrome trace (feature `perfetto`): the Perfetto trace and the
+/// flight recorder, each with a sink per GPU.
+#[derive(Default)]
+struct Outputs {
+    #[cfg(feature = "perfetto")]
+    perfetto: Option<gpu_event_pool::sink::perfetto::PerfettoTrace>,
+    #[cfg(feature = "perfetto")]
+    flight: Option<gpu_event_pool::sink::flight::FlightRecorder>,
+}
+
+impl Outputs {
+    #[cfg(not(feature = "perfetto"))]
+    fn open(_args: &Args, _stats: &FrameStats) -> DemoResult<Self> {
+        Ok(Self::default())
+    }
+
+    #[cfg(feature = "perfetto")]
+    fn open(args: &Args, stats: &FrameStats) -> DemoResult<Self> {
+        use gpu_event_pool::sink::flight::{DumpFormat, FlightRecorder, Trigger};
+        let perfetto = match &args.perfetto {
+            Some(path) => Some(
+                gpu_event_pool::sink::perfetto::PerfettoTrace::create(path)
+                    .map_err(|e| format!("cannot create trace file {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
+        let flight = match args.flight_recorder {
+            Some(seconds) => Some(
+                FlightRecorder::builder(
+                    Duration::try_from_secs_f64(seconds)
+                        .map_err(|e| format!("--flight-recorder {seconds}: {e}"))?,
+                )
+                .trigger_on(Trigger::zone_over_p99(stats, 4.0))
+                .dump_to("flight-recorder", DumpFormat::Perfetto)
+                .build()?,
+            ),
+            None => None,
+        };
+        Ok(Self { perfetto, flight })
+    }
+
+    /// Each GPU's sinks into the outputs.
+    fn add_sinks<B: Backend>(&self, builder: gpu_event_pool::Builder<B>) -> gpu_event_pool::Builder<B> {
+        #[cfg(feature = "perfetto")]
+        let builder = match &self.perfetto {
+            Some(trace) => builder.sink(trace.sink().with_counters(Duration::from_millis(1))),
+            None => builder,
+        };
+        #[cfg(feature = "perfetto")]
+        let builder = match &self.flight {
+            Some(recorder) => {
+                let on_error = recorder.clone();
+                builder.sink(recorder.sink()).on_error(move |context, error| {
+                    eprintln!("warning: {}: {error}", context.name);
+                    on_error.trigger(format!("{}: {error}", context.name));
+                })
+            }
+            None => builder,
+        };
+        builder
+    }
+
+    /// Writes out what is left and prints what each output holds.
+    #[cfg(not(feature = "perfetto"))]
+    fn finish(self, _args: &Args, _zones: usize) -> DemoResult<()> {
+        Ok(())
+    }
+
+    #[cfg(feature = "perfetto")]
+    fn finish(self, args: &Args, zones: usize) -> DemoResult<()> {
+        if let (Some(trace), Some(path)) = (&self.perfetto, &args.perfetto) {
+            trace.flush()?;
+            println!(
+                "perfetto trace     {}: {} bytes, {:.1} per zone (open in https://ui.perfetto.dev)",
+                path.display(),
+                trace.bytes(),
+                trace.bytes() as f64 / zones.max(1) as f64
+            );
+        }
+        if let Some(recorder) = &self.flight {
+            recorder.wait_for_dumps(Duration::from_secs(60));
+            let last = recorder
+                .dump("flight-recorder/last.pftrace", gpu_event_pool::sink::flight::DumpFormat::Perfetto)?;
+            println!(
+                "flight recorder    {} zones kept in {} bytes; {} triggers, {} dumps; the last {} s: {} ({} bytes)",
+                recorder.zones(),
+                recorder.bytes(),
+                recorder.triggers(),
+                recorder.dumps().len(),
+                args.flight_recorder.unwrap_or_default(),
+                last.path.display(),
+                last.bytes
+            );
+            for dump in recorder.dumps() {
+                println!("  dump             {}: {} zones, {}", dump.path.display(), dump.zones, dump.reason);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A collector thread: collects every GPU's context in turn until recording stops; sleeps

@@ -107,6 +107,11 @@ pub struct WatchGuideDoctests;
 #[doc = include_str!("../docs/cupti.md")]
 pub struct CuptiGuideDoctests;
 
+/// The Perfetto guide's examples, run as doctests.
+#[cfg(all(doctest, feature = "perfetto"))]
+#[doc = include_str!("../docs/perfetto.md")]
+pub struct PerfettoGuideDoctests;
+
 /// The Vulkan guide's example, compiled as a doctest.
 #[cfg(all(doctest, feature = "vulkan"))]
 #[doc = include_str!("../docs/vulkan.md")]

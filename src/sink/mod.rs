@@ -14,13 +14,22 @@
 //!   max) and each kept frame's zones as a tree, read by the application at any time.
 //! - [`chrome`]: Chrome trace event JSON, loadable in Perfetto and `chrome://tracing`, on the
 //!   host clock by default so that it lines up with a CPU trace ([`chrome`], "Which clock").
+//! - `perfetto`: Perfetto's own trace format, streamed (feature `perfetto`).
+//! - `flight`: a flight recorder, the newest zones in a bounded ring, dumped as a Perfetto or
+//!   Chrome trace on request or on a trigger (feature `perfetto`).
 //! - `tracy`: the Tracy profiler (feature `tracy`).
 //! - `tracing_layer` (feature `tracing`): not a sink but a `tracing-subscriber` layer that
 //!   writes the application's CPU spans into a [`chrome::ChromeTrace`], beside its GPU zones.
 
 pub mod chrome;
+#[cfg(feature = "perfetto")]
+#[cfg_attr(docsrs, doc(cfg(feature = "perfetto")))]
+pub mod flight;
 pub mod frames;
 pub mod memory;
+#[cfg(feature = "perfetto")]
+#[cfg_attr(docsrs, doc(cfg(feature = "perfetto")))]
+pub mod perfetto;
 pub mod results;
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
