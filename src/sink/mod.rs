@@ -22,6 +22,7 @@
 //!   writes the application's CPU spans into a [`chrome::ChromeTrace`], beside its GPU zones.
 
 pub mod chrome;
+mod counters;
 #[cfg(feature = "perfetto")]
 #[cfg_attr(docsrs, doc(cfg(feature = "perfetto")))]
 pub mod flight;

@@ -5,28 +5,19 @@
 
 use super::format::{write_int, write_micros, write_str};
 use super::output::SinkWriter;
+use crate::sink::counters::{CounterFilter, COUNTER_NAMES, LAG};
 use crate::sink::{CounterSample, FrameMark};
 
-/// The counters' track names, in `CounterSample` order.
-pub(super) const COUNTERS: [&str; 4] =
-    ["slots in use", "zones dropped", "lists pending", "collection lag (us)"];
-
-/// Which counter samples a sink writes (`ChromeTraceSink::with_counters`): at most one per
-/// `every_ns` of host time, and of it only the counters changed since the last one written
-/// (a counter track holds its value until the next event).
+/// Which counter samples a sink writes (`ChromeTraceSink::with_counters`): the shared filter
+/// (`sink/counters.rs`).
 #[derive(Debug)]
 pub(super) struct CounterTracks {
-    every_ns: i64,
-    /// When the last sample was written, on the backend's host clock.
-    written_ns: Option<i64>,
-    /// The values last written (the lag in nanoseconds).
-    last: [Option<i64>; 4],
+    filter: CounterFilter,
 }
 
 impl CounterTracks {
     pub(super) fn new(every: std::time::Duration) -> Self {
-        let every_ns = i64::try_from(every.as_nanos()).unwrap_or(i64::MAX);
-        Self { every_ns, written_ns: None, last: [None; 4] }
+        Self { filter: CounterFilter::new(every) }
     }
 
     /// Writes `sample` at `ts_ns` (the trace's clock) if its time has come: the counters that
@@ -38,29 +29,17 @@ impl CounterTracks {
         ts_ns: i64,
         sample: &CounterSample,
     ) -> std::io::Result<()> {
-        if self.written_ns.is_some_and(|at| sample.host_ns.saturating_sub(at) < self.every_ns) {
-            return Ok(());
-        }
-        self.written_ns = Some(sample.host_ns);
-        let count = |n: usize| Some(i64::try_from(n).unwrap_or(i64::MAX));
-        let values = [
-            count(sample.slots_in_use),
-            count(sample.zones_dropped),
-            count(sample.lists_pending),
-            sample.lag_ns,
-        ];
-        for (index, value) in values.into_iter().enumerate() {
-            let Some(value) = value.filter(|&v| self.last[index] != Some(v)) else { continue };
-            self.last[index] = Some(value);
+        for (index, value) in self.filter.changed(sample).into_iter().enumerate() {
+            let Some(value) = value else { continue };
             let event = out.next_event()?;
             event.extend_from_slice(b"{\"name\":");
-            write_str(event, COUNTERS[index]);
+            write_str(event, COUNTER_NAMES[index]);
             event.extend_from_slice(b",\"cat\":\"gpu-event-pool\",\"ph\":\"C\",\"pid\":");
             write_int(event, pid);
             event.extend_from_slice(b",\"ts\":");
             write_micros(event, ts_ns);
             event.extend_from_slice(b",\"args\":{\"value\":");
-            if index == 3 {
+            if index == LAG {
                 write_micros(event, value);
             } else {
                 write_int(event, value);

@@ -290,6 +290,12 @@ impl PerfettoTrace {
         Ok(Self::new(std::fs::File::create(path)?))
     }
 
+    /// Writes out everything its sinks and layers wrote so far. A global `tracing`
+    /// subscriber holding this trace's layer never drops it: flush the trace at the end.
+    pub fn flush(&self) -> std::io::Result<()> {
+        lock(&self.out).flush()
+    }
+
     /// Writes CPU tracks (launches, the `tracing` layer's spans) under process id `pid`, for
     /// the sinks and layers made from now on (default: this process's id).
     pub fn with_cpu_pid(mut self, pid: u32) -> Self {
@@ -297,19 +303,13 @@ impl PerfettoTrace {
         self
     }
 
-    /// The process id of CPU tracks.
-    pub fn cpu_pid(&self) -> u32 {
-        self.cpu_pid
-    }
-
-    /// Writes out everything its sinks and layers wrote so far. A global `tracing`
-    /// subscriber holding this trace's layer never drops it: flush the trace at the end.
-    pub fn flush(&self) -> std::io::Result<()> {
-        lock(&self.out).flush()
-    }
-
     /// The trace's size so far in bytes, what is not written out yet included.
     pub fn bytes(&self) -> u64 {
         lock(&self.out).bytes()
+    }
+
+    /// The process id of CPU tracks.
+    pub fn cpu_pid(&self) -> u32 {
+        self.cpu_pid
     }
 }

@@ -6,15 +6,13 @@ use super::rows::{Placing, Rows};
 use super::sequence::{Counter, Event, Kind, Name, Sequence, Value};
 use crate::backend::Lane;
 use crate::launch::Launch;
+use crate::sink::counters::{CounterFilter, COUNTER_NAMES, LAG};
 use crate::sink::{ContextInfo, CounterSample, FrameMark, Sink, Zone, ZoneBatch};
 use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// The counters' track names, in `CounterSample` order (as the Chrome sink names them).
-const COUNTERS: [&str; 4] = ["slots in use", "zones dropped", "lists pending", "collection lag (us)"];
 
 /// Launch sequences (one per lane and recording thread) a sink keeps; past it, it starts
 /// them all afresh.
@@ -51,9 +49,7 @@ struct Opened {
 /// written: at most one per `every_ns` of host time, and of it only the changed counters.
 #[derive(Debug)]
 struct CounterTracks {
-    every_ns: i64,
-    written_ns: Option<i64>,
-    last: [Option<i64>; 4],
+    filter: CounterFilter,
     /// Made when the context opens.
     tracks: Option<([u64; 4], Sequence)>,
 }
@@ -110,8 +106,7 @@ impl PerfettoSink {
     /// context's track: at most one sample per `every` of host time (`Duration::ZERO`: every
     /// sample), and of it only the counters that changed. Off unless asked.
     pub fn with_counters(mut self, every: Duration) -> Self {
-        let every_ns = i64::try_from(every.as_nanos()).unwrap_or(i64::MAX);
-        self.counters = Some(CounterTracks { every_ns, written_ns: None, last: [None; 4], tracks: None });
+        self.counters = Some(CounterTracks { filter: CounterFilter::new(every), tracks: None });
         self
     }
 
@@ -184,7 +179,7 @@ impl Sink for PerfettoSink {
         out.describe(Track { ordered_children: true, ..Track::named(track, &name) }, false);
         if let Some(counters) = self.counters.as_mut() {
             let mut tracks = [0; 4];
-            for (uuid, name) in tracks.iter_mut().zip(COUNTERS) {
+            for (uuid, name) in tracks.iter_mut().zip(COUNTER_NAMES) {
                 *uuid = out.uuid();
                 out.describe(
                     Track { parent: Some(track), counter: true, rank: Some(0), ..Track::named(*uuid, name) },
@@ -288,26 +283,15 @@ impl Sink for PerfettoSink {
 
     fn counters(&mut self, _context: &ContextInfo, sample: &CounterSample) -> std::io::Result<()> {
         let (Some(opened), Some(counters)) = (self.context, self.counters.as_mut()) else { return Ok(()) };
-        if counters.written_ns.is_some_and(|at| sample.host_ns.saturating_sub(at) < counters.every_ns) {
-            return Ok(());
-        }
         let Some((tracks, sequence)) = counters.tracks.as_mut() else { return Ok(()) };
-        counters.written_ns = Some(sample.host_ns);
-        let count = |n: usize| Some(i64::try_from(n).unwrap_or(i64::MAX));
-        let values = [
-            count(sample.slots_in_use),
-            count(sample.zones_dropped),
-            count(sample.lists_pending),
-            sample.lag_ns,
-        ];
+        let values = counters.filter.changed(sample);
         let ns = sample.host_ns.saturating_add(opened.host_offset_ns);
         let mut out = lock(&self.out);
         for (index, value) in values.into_iter().enumerate() {
-            let Some(value) = value.filter(|&v| counters.last[index] != Some(v)) else { continue };
-            counters.last[index] = Some(value);
+            let Some(value) = value else { continue };
             // The lag in microseconds, as the Chrome sink writes it.
             let counter =
-                if index == 3 { Counter::Double(value as f64 / 1000.0) } else { Counter::Int(value) };
+                if index == LAG { Counter::Double(value as f64 / 1000.0) } else { Counter::Int(value) };
             let event =
                 Event { track: Some(tracks[index]), counter: Some(counter), ..Event::new(Kind::Counter, ns) };
             sequence.write(out.staged(), &event);
