@@ -88,6 +88,30 @@ fn host_times_stay_within_a_microsecond_of_the_truth_when_anchors_come_late() {
     }
 }
 
+/// The context's base event is seen complete 5 ms after the GPU reached it (a slow
+/// readback, as wgpu's on lavapipe): the first anchors, recorded once the wait returns, are
+/// 5 ms of GPU time past the base but only microseconds of host time past that wait's end.
+/// The context builds (no anchor refused as a step the GPU cannot have made), and every
+/// zone after is within 1 µs of the truth.
+#[test]
+fn a_base_event_seen_late_does_not_make_the_next_anchors_seem_too_far() {
+    let sim = SimBackend::manual();
+    sim.advance(3_000_000);
+    let base = sim.now();
+    sim.delay_next_wait(5_000_000);
+    let (ctx, sink) = context(&sim);
+    let streams: Vec<SimStream> = (0..2).map(|_| sim.stream()).collect();
+    run(&sim, &ctx, &streams, 50, |_| 300_000);
+
+    let zones = sink.zones();
+    assert_eq!(zones.len(), 50 * 2 * 4);
+    assert_eq!(ctx.stats().lists_failed, 0);
+    for zone in &zones {
+        let error = zone.host_begin_ns - (zone.gpu_begin_ns + base);
+        assert!(error.abs() <= 1_000, "{zone:?}: {error} ns off the truth");
+    }
+}
+
 /// A context made while its GPU is busy calibrates 800 µs short; once the GPU goes idle, an
 /// exact pair arrives and the clock slews to it. Throughout, host times never go back as
 /// GPU time goes on, whatever list, lane or collect call a time came from, and in the end

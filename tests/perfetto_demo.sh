@@ -6,8 +6,8 @@
 #
 # Usage: tests/perfetto_demo.sh DIR [--cpu-spans]  (after: cd DIR && demo --perfetto
 #        trace.pftrace --flight-recorder SECONDS [--cpu-spans]). With --cpu-spans, the CPU
-#        spans' times are left out of the comparison (each layer reads the clock itself) and
-#        flows are compared by count. Prints SKIPPED where the importer is absent.
+#        spans' times are left out of the comparison (each layer reads the clock itself),
+#        counters' times are measured from the first counter, and flows are compared by count. Prints SKIPPED where the importer is absent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$1
@@ -43,6 +43,11 @@ columns() {
 }
 for what in slices flows counters; do
     sql=$(cat "$here/perfetto_common/$what.sql")
+    # With CPU spans the first slice may be a span, whose time each layer reads itself: the
+    # counters' times are then measured from the first counter instead.
+    if [ "$spans,$what" = "--cpu-spans,counters" ]; then
+        sql=${sql//"(select min(ts) from slice)"/"(select min(ts) from counter)"}
+    fi
     if ! diff <(query "$dir/trace.json" "$sql" | columns $what) <(query "$dir/trace.pftrace" "$sql" | columns $what) > "$dir/$what.diff"; then
         echo "trace.pftrace and trace.json differ in their $what: $dir/$what.diff" >&2
         head -n 20 "$dir/$what.diff" >&2

@@ -233,12 +233,17 @@ impl<B: Backend> Timeline<B> {
         let stream = guarded("create_stream", || backend.create_stream())?;
         let base = create_event(backend)?;
         let spare = create_event(backend)?;
+        let recorded_ns = host_now(backend)?;
         let exact = guarded("record_anchor", || backend.record_anchor(&base, &stream))?;
         guarded("wait", || backend.wait(&base))?;
         let observed_ns = host_now(backend)?;
         let host_ns = exact.unwrap_or(observed_ns);
         let at = Calibration { gpu_ns: 0, host_ns };
-        let anchor = Anchor { event: base, at, drift: 0, reached_by_ns: host_ns.min(observed_ns) };
+        // The GPU reached the base after it was recorded: what it can have run since is
+        // measured from then, not from the wait's end, which may come long after (a slow
+        // readback), or a next anchor would seem to step past what the host time allows.
+        let reached_by_ns = exact.unwrap_or(recorded_ns).min(observed_ns);
+        let anchor = Anchor { event: base, at, drift: 0, reached_by_ns };
         let list = VecDeque::from([Arc::new(anchor)]);
         let timeline = Self {
             anchors: Anchors { list: Mutex::new(list) },

@@ -32,6 +32,8 @@ struct Gpu {
     busy_until: AtomicI64,
     /// How late a busy GPU stamps an event recorded on an idle stream (`set_late_records`).
     late_ns: AtomicI64,
+    /// How long after its event the next `wait` returns (a slow readback), then 0.
+    next_wait_delay_ns: AtomicI64,
     /// The manual host clock's rates, oldest first (`set_host_drift`); none: it reads the
     /// simulated time.
     host_rates: Mutex<Vec<HostRate>>,
@@ -113,6 +115,7 @@ impl SimBackend {
                 host_clock_panics: AtomicU32::new(0),
                 busy_until: AtomicI64::new(0),
                 late_ns: AtomicI64::new(0),
+                next_wait_delay_ns: AtomicI64::new(0),
                 host_rates: Mutex::new(Vec::new()),
             }),
         }
@@ -238,6 +241,14 @@ impl SimBackend {
     /// anchors (up to a millisecond measured). 0 (the default) turns it off.
     pub fn set_late_records(&self, late_ns: i64) {
         self.gpu.late_ns.store(late_ns.max(0), Ordering::Relaxed);
+    }
+
+    /// The next [`wait`](Backend::wait) returns `delay_ns` after its event completes instead
+    /// of at once, as a backend whose completion is seen late does (wgpu maps a readback
+    /// buffer; a loaded host wakes the waiting thread late): the host time read after it is
+    /// then well past the GPU's. Later waits return at once again.
+    pub fn delay_next_wait(&self, delay_ns: i64) {
+        self.gpu.next_wait_delay_ns.store(delay_ns.max(0), Ordering::Relaxed);
     }
 
     /// From now on, the host clock of a manual simulation ([`host_now_ns`](Backend::host_now_ns))
@@ -380,7 +391,8 @@ impl Backend for SimBackend {
     }
 
     fn wait(&self, event: &SimEvent) -> Result<(), BackendError> {
-        self.advance_to(Self::stamp("sim::wait", event)?);
+        let delay = self.gpu.next_wait_delay_ns.swap(0, Ordering::Relaxed);
+        self.advance_to(Self::stamp("sim::wait", event)?.saturating_add(delay));
         Ok(())
     }
 
