@@ -22,10 +22,10 @@
 #[allow(unreachable_pub, reason = "the loom runners are shared with the loom-tests targets")]
 mod common;
 
-use super::head::{HeadBatch, ListHead, ListStack, Piece};
+use super::head::{HeadBatch, ListHead, Piece};
 use super::pool::Pool;
 use super::runs::Runs;
-use super::submit::SubmissionQueue;
+use super::submit::{ListStack, SubmissionQueue};
 use crate::launch::Launch;
 use crate::sync::{lock, Arc, AtomicPtr, AtomicUsize, Mutex, Ordering};
 use loom::thread;
