@@ -2,9 +2,13 @@
 # On the GPU machine, from the repository's root with .device-bench/ carried (made by
 # .ci/device-build.sh): the GPU tests, the CUDA and CUPTI demos, and the GPU benches, each
 # run's output under $OUT (one file per step; `tar` them if more than 8). What to run:
-#   tests   every GPU test binary (GPU_EVENT_POOL_REQUIRE_CUDA=1: a skip fails)
+#   tests   every GPU test binary (GPU_EVENT_POOL_REQUIRE_{CUDA,VULKAN,WGPU}=1: a skip fails)
 #   demos   --backend cuda and cupti, 16 threads x 16 streams x 2000 lists, traces kept
 #   benches cuda, cupti, latency, phases (and vulkan, wgpu when a Vulkan loader is carried)
+#   interleaved  the CUPTI bench of a base build (.device-bench/bench-cupti-base, built by
+#           hand from the base commit) and of this one, in turns, three times each
+# The Vulkan loader: carry .gl/ (the device tool's README says how to fetch its debs); it is
+# unpacked here and NVIDIA's ICD named.
 # e.g. `bash .ci/device-run.sh tests demos` (about 4 minutes), `bash .ci/device-run.sh benches`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,13 +17,18 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out/runs"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "commit $commit" > "$out/runs/commit.txt"
+if [ -d .gl ]; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
 nvidia-smi >> "$out/runs/commit.txt" 2>&1
 for what in "$@"; do
     case "$what" in
     tests)
         for t in cuda cuda_devices cupti cupti_source vulkan wgpu; do
             [ -x "$bin/test-$t" ] || continue
-            GPU_EVENT_POOL_REQUIRE_CUDA=1 "$bin/test-$t" --test-threads=1 --nocapture > "$out/runs/test-$t.txt" 2>&1
+            GPU_EVENT_POOL_REQUIRE_CUDA=1 GPU_EVENT_POOL_REQUIRE_VULKAN=1 GPU_EVENT_POOL_REQUIRE_WGPU=1 "$bin/test-$t" --test-threads=1 --nocapture > "$out/runs/test-$t.txt" 2>&1
             echo "test $t: exit $?" | tee -a "$out/runs/summary.txt"
         done ;;
     demos)
@@ -37,6 +46,16 @@ for what in "$@"; do
             BENCH_RESULTS_DIR="$out/runs" BENCH_MACHINE="NVIDIA H200 host, 16 CPU cores" \
                 "$bin/bench-$b" --bench > "$out/runs/bench-$b.txt" 2>&1
             echo "bench $b: exit $?" | tee -a "$out/runs/summary.txt"
+        done ;;
+    interleaved)
+        [ -x "$bin/bench-cupti-base" ] || { echo "no $bin/bench-cupti-base" | tee -a "$out/runs/summary.txt"; continue; }
+        for i in 1 2 3; do
+            for side in base head; do
+                exe="$bin/bench-cupti"; [ "$side" = base ] && exe="$bin/bench-cupti-base"
+                echo "== $side $i" >> "$out/runs/interleaved.txt"
+                BENCH_CUPTI_THREADS=1,16 BENCH_RESULTS_DIR="/tmp/interleaved-$side-$i" "$exe" --bench >> "$out/runs/interleaved.txt" 2>&1
+                echo "cupti $side $i: exit $?" | tee -a "$out/runs/summary.txt"
+            done
         done ;;
     esac
 done
