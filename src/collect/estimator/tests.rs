@@ -30,6 +30,10 @@ fn a_drift_is_followed_from_timely_bounds() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over ten thousand bounds of arithmetic (no unsafe code, no threads): too slow for Miri"
+)]
 fn late_bounds_after_timely_ones_leave_the_line_and_its_drift() {
     let mut estimator = Estimator::new();
     let truth = |gpu: i64| 5_000.0 + 20e-6 * gpu as f64;
@@ -44,6 +48,10 @@ fn late_bounds_after_timely_ones_leave_the_line_and_its_drift() {
 /// The host clock's rate moves by 1 ppm while the GPU is busy (every bound 1 ms late): the
 /// late bounds show the new rate, and the line follows it.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "over ten thousand bounds of arithmetic (no unsafe code, no threads): too slow for Miri"
+)]
 fn late_bounds_show_a_rate_change_while_the_gpu_is_busy() {
     let mut estimator = Estimator::new();
     let truth = |gpu: i64| 5_000.0 + 3e-6 * gpu as f64 + 1e-6 * (gpu - 5_000 * MS).max(0) as f64;
