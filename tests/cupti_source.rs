@@ -242,12 +242,14 @@ fn launches_that_make_no_record_hold_nothing_past_the_hold_limit() {
     let Some(gpu) = gpu("launches_that_make_no_record_hold_nothing_past_the_hold_limit") else { return };
     use cudarc::driver::sys;
     let hold = Duration::from_millis(200);
-    let memory = MemorySink::new();
-    let cupti = CuptiBackend::with_config(gpu.cuda.clone(), CuptiConfig::default()).unwrap();
-    let ctx = TracingContext::builder(cupti).hold_limit(hold).sink(memory.clone()).build().unwrap();
+    // The buffers first, before CUPTI records: their zeroing memsets are work in no zone.
     let stream = gpu.cuda.new_stream().unwrap();
     let src = stream.alloc_zeros::<u8>(1 << 20).unwrap();
     let mut dst = stream.alloc_zeros::<u8>(1 << 20).unwrap();
+    stream.synchronize().unwrap();
+    let memory = MemorySink::new();
+    let cupti = CuptiBackend::with_config(gpu.cuda.clone(), CuptiConfig::default()).unwrap();
+    let ctx = TracingContext::builder(cupti).hold_limit(hold).sink(memory.clone()).build().unwrap();
     unsafe extern "C" fn nothing(_: *mut std::ffi::c_void) {}
     // An empty graph: one launch, no work record.
     let mut empty = std::ptr::null_mut();

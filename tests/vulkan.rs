@@ -537,9 +537,11 @@ fn the_committed_spirv_is_what_its_source_builds() {
         }
         Ok(o) => panic!("glslangValidator failed: {}", String::from_utf8_lossy(&o.stdout)),
         Err(e) => {
+            // A tool check, not a driver one: CI installs the tool and requires it; the GPU
+            // machine has a driver and no glslang.
             assert!(
-                std::env::var_os("GPU_EVENT_POOL_REQUIRE_VULKAN").is_none(),
-                "GPU_EVENT_POOL_REQUIRE_VULKAN is set, but glslangValidator cannot run: {e}"
+                std::env::var_os("GPU_EVENT_POOL_REQUIRE_GLSLANG").is_none(),
+                "GPU_EVENT_POOL_REQUIRE_GLSLANG is set, but glslangValidator cannot run: {e}"
             );
             let _ = writeln!(
                 std::io::stderr(),

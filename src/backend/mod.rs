@@ -33,7 +33,7 @@ pub mod vulkan;
 #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
 pub mod wgpu;
 
-pub use activity::{ActivitySource, Timing};
+pub use activity::{ActivitySource, ReadFor, Timing};
 
 /// A failure reported by the GPU backend, with the call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -406,7 +406,9 @@ impl<B: Backend> TracingContext<B> {
     /// collector thread, a [`CollectorThread`](crate::CollectorThread), a recording thread
     /// collecting for an exhausted pool) as [`Error::Background`](crate::Error::Background),
     /// when the flush itself did not fail: a failure there reaches the application even with
-    /// no error handler and no `log` backend installed. Called from a sink of this context
+    /// no error handler and no `log` backend installed. A failure is kept when its collect
+    /// returns: one whose collect is still returning as the flush ends comes back from the
+    /// next flush. Called from a sink of this context
     /// (inside the collect that calls it), it returns
     /// [`Error::FlushFromSink`](crate::Error::FlushFromSink) at once instead of waiting for
     /// itself.

@@ -125,6 +125,20 @@ impl ActivityLosses {
     }
 }
 
+/// Why the collector reads an activity source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFor {
+    /// A collect: what the source has at hand, read cheaply (records the source still
+    /// buffers come in a later read).
+    Collect,
+    /// A flush: also the completed work the source still buffers (CUPTI: the buffers
+    /// `cuptiActivityFlushAll` completes), so that work done before the flush is in it.
+    Flush,
+    /// The context is ending, nothing more will be read: everything, counting what has no
+    /// times yet as incomplete.
+    Final,
+}
+
 /// Where the collector reads activity records: the work that ran, and the links that tie
 /// launches to zones.
 ///
@@ -134,9 +148,8 @@ impl ActivityLosses {
 /// before its work can complete). Records are on the backend's host clock.
 pub trait ActivitySource: Send + Sync {
     /// Appends to `out` the work completed since the last read, then the links made so far.
-    /// Never blocks on the GPU. `force`: nothing more will be read (the context is ending):
-    /// hand over everything, counting what has no times yet as incomplete.
-    fn read(&self, force: bool, out: &mut ActivityBatch) -> Result<(), BackendError>;
+    /// Never blocks on the GPU. `why` says how far to go: see [`ReadFor`].
+    fn read(&self, why: ReadFor, out: &mut ActivityBatch) -> Result<(), BackendError>;
     /// What was lost so far.
     fn losses(&self) -> ActivityLosses;
     /// Called when a context is built on this source. A source whose records would be split

@@ -6,7 +6,9 @@
 
 use super::flush::{Flusher, RecordQueue};
 use super::{call, ActivityTracer, CuptiError, TracerConfig};
-use crate::backend::activity::{current_zone, ActivityBatch, ActivityLosses, ActivitySource, Link, Timing};
+use crate::backend::activity::{
+    current_zone, ActivityBatch, ActivityLosses, ActivitySource, Link, ReadFor, Timing,
+};
 use crate::backend::cuda::{CudaBackend, Graph, GraphNode};
 use crate::backend::{Backend, BackendError};
 use crossbeam_queue::SegQueue;
@@ -314,13 +316,15 @@ impl CuptiState {
 }
 
 impl ActivitySource for CuptiState {
-    fn read(&self, force: bool, out: &mut ActivityBatch) -> Result<(), BackendError> {
+    fn read(&self, why: ReadFor, out: &mut ActivityBatch) -> Result<(), BackendError> {
         let failed = |e: CuptiError| BackendError::new("CUPTI", e.to_string());
         self.measure_offset().map_err(failed)?;
         // Records first: a record read now had its link queued before (at its launch's entry).
-        if force {
+        // A collect leaves the buffers to the flush thread (when it runs); a flush asks CUPTI
+        // for every buffer whose records are complete, so that work done before it is in it.
+        if why == ReadFor::Final {
             activity::flush_all(FLUSH_FORCED).map_err(call("cuptiActivityFlushAll")).map_err(failed)?;
-        } else if !self.flusher.running() {
+        } else if why == ReadFor::Flush || !self.flusher.running() {
             activity::flush_all(0).map_err(call("cuptiActivityFlushAll")).map_err(failed)?;
         }
         self.queue.read(&self.tracer, false);

@@ -10,7 +10,7 @@
 
 use super::gpu::{SimBackend, SimGraph, SimGraphNode, SimStream};
 use crate::backend::activity::{
-    current_zone, Activity, ActivityBatch, ActivityLosses, ActivitySource, Link, Timing, WorkKind,
+    current_zone, Activity, ActivityBatch, ActivityLosses, ActivitySource, Link, ReadFor, Timing, WorkKind,
 };
 use crate::backend::{Backend, BackendError};
 use crate::location::{DynamicLocation, Location};
@@ -155,7 +155,8 @@ impl SimActivities {
 }
 
 impl ActivitySource for SimSource {
-    fn read(&self, force: bool, out: &mut ActivityBatch) -> Result<(), BackendError> {
+    fn read(&self, why: ReadFor, out: &mut ActivityBatch) -> Result<(), BackendError> {
+        let force = why == ReadFor::Final;
         let now = self.sim.now();
         // Records first, links after (the contract: every record has its link by then).
         out.activities.append(&mut lock(&self.held));

@@ -14,7 +14,7 @@ mod tests;
 
 use super::deliver::{context_info, Phase};
 use super::Pass;
-use crate::backend::activity::{ActivityBatch, ActivitySource};
+use crate::backend::activity::{ActivityBatch, ActivitySource, ReadFor};
 use crate::backend::{guarded, host_now, Backend, BackendError, Lane};
 use crate::error::Error;
 use crate::shared::record::{EventRecord, ListKind};
@@ -73,7 +73,12 @@ impl ActivityOrder {
         let started = now;
         let mut lists = Some(lists);
         loop {
-            if let Err(e) = read(source, pass == Pass::Final, &mut self.batch) {
+            let why = match pass {
+                Pass::Collect => ReadFor::Collect,
+                Pass::Flush => ReadFor::Flush,
+                Pass::Final => ReadFor::Final,
+            };
+            if let Err(e) = read(source, why, &mut self.batch) {
                 phase.fail(e.into());
             }
             self.assembler.link(self.batch.links.drain(..), now);
@@ -181,8 +186,8 @@ fn user_zones(events: &mut [EventRecord], launch: impl Fn(u32) -> crate::launch:
 }
 
 /// The source's read, a panic caught as its error.
-fn read(source: &dyn ActivitySource, force: bool, batch: &mut ActivityBatch) -> Result<(), BackendError> {
-    guarded("ActivitySource::read", || source.read(force, batch))
+fn read(source: &dyn ActivitySource, why: ReadFor, batch: &mut ActivityBatch) -> Result<(), BackendError> {
+    guarded("ActivitySource::read", || source.read(why, batch))
 }
 
 /// Between two reads of a flush: the source's records come at its own pace.
