@@ -1042,6 +1042,7 @@ fn main() {
         for row in &rows {
             let mut line = serde_json::to_value(row).map_err(std::io::Error::other)?;
             line["bench"] = "phases".into();
+            line["commit"] = env!("BENCH_BUILD_COMMIT").into();
             line["unix_time"] = unix_time.into();
             line["machine"] = serde_json::to_value(&machine).map_err(std::io::Error::other)?;
             writeln!(file, "{line}")?;

@@ -74,6 +74,8 @@ pub struct Machine {
 pub struct ResultsFile {
     /// The benchmark (`pool`, `record`, `latency`, `startup`).
     pub bench: String,
+    /// The commit the bench was built from (`git describe --always --dirty` when built).
+    pub commit: String,
     /// Seconds since the Unix epoch when written.
     pub unix_time: u64,
     /// Criterion's `--quick` was given.
@@ -103,6 +105,7 @@ impl Results {
         let args: Vec<String> = std::env::args().skip(1).collect();
         let file = ResultsFile {
             bench: bench.to_owned(),
+            commit: env!("BENCH_BUILD_COMMIT").to_owned(),
             unix_time: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
@@ -118,7 +121,7 @@ impl Results {
             std::fs::write(&path, json)
         });
         match written {
-            Ok(()) => eprintln!("bench results: {}", path.display()),
+            Ok(()) => eprintln!("bench results: {} (built from {})", path.display(), env!("BENCH_BUILD_COMMIT")),
             Err(e) => eprintln!("could not write {}: {e}", path.display()),
         }
     }
