@@ -10,7 +10,7 @@
 mod common;
 
 use gpu_event_pool::backend::activity::{
-    current_zone, Activity, ActivityBatch, ActivityLosses, ActivitySource, Link, Timing, WorkKind,
+    current_zone, Activity, ActivityBatch, ActivityLosses, ActivitySource, Link, ReadFor, Timing, WorkKind,
 };
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::{Backend, BackendError, Collected, DynamicLocation, TracingContext};
@@ -58,7 +58,7 @@ impl LoomActivities {
 }
 
 impl ActivitySource for Reported {
-    fn read(&self, _force: bool, out: &mut ActivityBatch) -> Result<(), BackendError> {
+    fn read(&self, _why: ReadFor, out: &mut ActivityBatch) -> Result<(), BackendError> {
         // Records first, then links: every record read has its link by then.
         out.activities.append(&mut self.records.lock().unwrap());
         out.links.append(&mut self.links.lock().unwrap());
