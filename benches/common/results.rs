@@ -121,7 +121,9 @@ impl Results {
             std::fs::write(&path, json)
         });
         match written {
-            Ok(()) => eprintln!("bench results: {} (built from {})", path.display(), env!("BENCH_BUILD_COMMIT")),
+            Ok(()) => {
+                eprintln!("bench results: {} (built from {})", path.display(), env!("BENCH_BUILD_COMMIT"))
+            }
             Err(e) => eprintln!("could not write {}: {e}", path.display()),
         }
     }
