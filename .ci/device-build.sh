@@ -20,7 +20,7 @@ for line in sys.stdin:
 ' | while read -r name path; do cp "$path" "$1/$2$name"; done
 }
 cargo test --profile bench --features cuda,cupti,vulkan,wgpu --no-run --message-format=json \
-    --test cuda --test cuda_devices --test cupti --test cupti_source --test vulkan --test wgpu | copy "$out" test-
+    --test cuda --test cuda_devices --test cupti --test cupti_source --test cupti_runtime --test vulkan --test wgpu | copy "$out" test-
 cargo build --profile bench --features cuda,cupti,vulkan --example demo --message-format=json | copy "$out" ""
 cargo bench -p gpu-event-pool-benches --features cuda,cupti,vulkan,wgpu --no-run --message-format=json \
     --bench cuda --bench cupti --bench vulkan --bench wgpu --bench latency --bench phases | copy "$out" bench-
@@ -28,5 +28,12 @@ strip "$out"/* 2>/dev/null || true
 # The trace checker (../shared/tools, which does not travel) runs there on the demos' traces.
 cp ../shared/tools/trace-check "$out/" 2>/dev/null || echo "no ../shared/tools/trace-check: the demos' traces are not checked there"
 chmod +x "$out"/* 2>/dev/null || true
+# libcudart for tests/cupti_runtime.rs: `CUDART=<path to libcudart.so.13>` (the
+# `nvidia-cuda-runtime` wheel's nvidia/cu13/lib/), copied as lib/libcudart.so, a name cudarc
+# tries.
+if [ -n "${CUDART:-}" ]; then
+    mkdir -p "$out/lib" && cp "$CUDART" "$out/lib/libcudart.so"
+fi
+git describe --always --dirty --abbrev=7 > "$out/COMMIT" 2>/dev/null || echo unknown > "$out/COMMIT"
 ls -la "$out"
 du -sh "$out"

@@ -15,8 +15,13 @@ cd "$(dirname "$0")/.."
 bin=.device-bench
 out=${OUT:-/tmp/out}
 mkdir -p "$out/runs"
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-echo "commit $commit" > "$out/runs/commit.txt"
+# What the executables were built from (device-build.sh writes it; the copy's own git state
+# here may differ).
+echo "executables built from $(cat "$bin/COMMIT" 2>/dev/null || echo unknown)" > "$out/runs/commit.txt"
+if [ -d "$bin/lib" ]; then
+    # libcudart carried (device-build.sh, CUDART=...): the runtime-API test must find it.
+    export LD_LIBRARY_PATH="$PWD/$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" GPU_EVENT_POOL_REQUIRE_CUDART=1
+fi
 if [ -d .gl ]; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
@@ -26,7 +31,7 @@ nvidia-smi >> "$out/runs/commit.txt" 2>&1
 for what in "$@"; do
     case "$what" in
     tests)
-        for t in cuda cuda_devices cupti cupti_source vulkan wgpu; do
+        for t in cuda cuda_devices cupti cupti_source cupti_runtime vulkan wgpu; do
             [ -x "$bin/test-$t" ] || continue
             GPU_EVENT_POOL_REQUIRE_CUDA=1 GPU_EVENT_POOL_REQUIRE_VULKAN=1 GPU_EVENT_POOL_REQUIRE_WGPU=1 "$bin/test-$t" --test-threads=1 --nocapture > "$out/runs/test-$t.txt" 2>&1
             echo "test $t: exit $?" | tee -a "$out/runs/summary.txt"

@@ -34,6 +34,12 @@
 //! rate at 16 threads (goal >= 0.90), `cupti/events` zones per second at 16 threads (goal
 //! >= 2.0).
 //!
+//! Then the same goals from rounds that take turns in one process (`BENCH_CUPTI_ROUNDS`,
+//! default 5; 0 skips them): each round runs `untraced` and `events` with CUPTI off, then
+//! makes a `CuptiBackend`, runs `cupti` and drops it, at 1 and 16 threads; every ratio is of
+//! one round's figures (host time and launch rate from the same runs), and the medians and
+//! the rounds that met each goal are printed.
+//!
 //! Without a CUDA device it prints `SKIPPED: no CUDA device (...)` and exits successfully;
 //! when the `CuptiBackend` cannot be made (no libcupti, another CUPTI client, no permission
 //! to profile) it prints `SKIPPED: ...` with the error after the untraced and events rows, and
@@ -483,16 +489,14 @@ fn main() {
         });
         best.insert((Implementation::Untraced, threads), figures);
     }
-    {
-        let mut config = Config::default();
-        config.initial_capacity = 1024;
-        let ctx = TracingContext::builder(cuda.clone()).config(config).build().expect("context");
-        for &threads in &thread_counts {
-            let figures = measure(Implementation::Events, threads, lists, &device, &mut out, |n| {
-                events(&cuda, &spin, &ctx, threads, n)
-            });
-            best.insert((Implementation::Events, threads), figures);
-        }
+    let mut events_config = Config::default();
+    events_config.initial_capacity = 1024;
+    let events_ctx = TracingContext::builder(cuda.clone()).config(events_config).build().expect("context");
+    for &threads in &thread_counts {
+        let figures = measure(Implementation::Events, threads, lists, &device, &mut out, |n| {
+            events(&cuda, &spin, &events_ctx, threads, n)
+        });
+        best.insert((Implementation::Events, threads), figures);
     }
 
     // CUPTI last: it slows every launch in the process while it is on.
@@ -530,7 +534,163 @@ fn main() {
     println!("CUPTI context dropped in {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
 
     goals(&best, &mut out);
+    interleaved(&cuda, &spin, &events_ctx, &thread_counts, lists, config, &mut out);
     out.write("cupti");
+}
+
+/// Rounds of the interleaved part: `BENCH_CUPTI_ROUNDS`, default 5 (0 skips it).
+fn rounds() -> usize {
+    std::env::var("BENCH_CUPTI_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5)
+}
+
+/// The goals again, from rounds that take turns in this process: each round runs `untraced`
+/// and `events` (CUPTI off), then makes a `CuptiBackend` and its context, warms it up, runs
+/// `cupti`, and drops them (CUPTI off again), at 1 and 16 threads (those of
+/// `BENCH_CUPTI_THREADS`). Every ratio is of figures from the same round; each round's
+/// ratios are printed and recorded, then their medians and how many rounds met each goal.
+fn interleaved(
+    cuda: &CudaBackend,
+    spin: &SpinKernel,
+    events_ctx: &TracingContext<CudaBackend>,
+    thread_counts: &[usize],
+    lists: usize,
+    config: CuptiConfig,
+    out: &mut Results,
+) {
+    let rounds = rounds();
+    let threads: Vec<usize> = [1, 16].into_iter().filter(|t| thread_counts.contains(t)).collect();
+    if rounds == 0 || threads.is_empty() {
+        return;
+    }
+    println!(
+        "interleaved: {rounds} rounds, each untraced, events, then a CuptiBackend made, warmed up, cupti, \
+         dropped, at {threads:?} threads; ratios of the same round's figures"
+    );
+    println!(
+        "{:>5} {:>7} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>11} {:>11} {:>11}",
+        "round",
+        "threads",
+        "untr ns",
+        "events ns",
+        "cupti ns",
+        "untr /s",
+        "events /s",
+        "cupti /s",
+        "cupti/untr",
+        "cupti/untr",
+        "cupti/evt"
+    );
+    println!("{:>5} {:>7} {:>98}", "", "", "host ns     launches/s  zones/s");
+    let mut ratios: [Vec<f64>; 3] = Default::default();
+    for round in 1..=rounds {
+        let mut runs: HashMap<(Implementation, usize), Run> = HashMap::new();
+        for &t in &threads {
+            runs.insert((Implementation::Untraced, t), untraced(cuda, spin, t, lists));
+            runs.insert((Implementation::Events, t), events(cuda, spin, events_ctx, t, lists));
+        }
+        let backend = match CuptiBackend::with_config(cuda.clone(), config) {
+            Ok(backend) => backend,
+            Err(e) => {
+                println!(
+                    "interleaved: round {round}: the CuptiBackend could not be made again ({e}): stopped"
+                );
+                return;
+            }
+        };
+        let ctx = TracingContext::builder(backend).name("gpu0").build().expect("context");
+        let _ = cupti(cuda, spin, &ctx, threads[0], lists / 10 + 1);
+        for &t in &threads {
+            runs.insert((Implementation::Cupti, t), cupti(cuda, spin, &ctx, t, lists));
+        }
+        drop(ctx);
+        for &t in &threads {
+            let run = |i| &runs[&(i, t)];
+            let (u, e, c) =
+                (run(Implementation::Untraced), run(Implementation::Events), run(Implementation::Cupti));
+            for (i, r) in [u, e, c].into_iter().enumerate() {
+                if let Some(problem) = &r.problem {
+                    let name =
+                        [Implementation::Untraced, Implementation::Events, Implementation::Cupti][i].name();
+                    println!("WARNING !!! interleaved round {round}, {name} at {t} threads: {problem}");
+                }
+            }
+            let host = c.host_ns_per_launch(t) / u.host_ns_per_launch(t);
+            let rate = c.launches_per_sec() / u.launches_per_sec();
+            let vs_events = c.launches_per_sec() / e.launches_per_sec();
+            println!(
+                "{round:>5} {t:>7} {:>10.0} {:>10.0} {:>10.0} {:>12.0} {:>12.0} {:>12.0} {host:>11.3} {rate:>11.3} {vs_events:>11.3}",
+                u.host_ns_per_launch(t),
+                e.host_ns_per_launch(t),
+                c.host_ns_per_launch(t),
+                u.launches_per_sec(),
+                e.launches_per_sec(),
+                c.launches_per_sec(),
+            );
+            if t == 1 {
+                ratios[0].push(host);
+            }
+            if t == 16 {
+                ratios[1].push(rate);
+                ratios[2].push(vs_events);
+            }
+            for (what, value) in [
+                ("cupti/untraced host ns per launch", host),
+                ("cupti/untraced launches/s e2e", rate),
+                ("cupti/events zones/s e2e", vs_events),
+            ] {
+                out.push(Record {
+                    group: "cupti_interleaved".to_owned(),
+                    implementation: "cupti".to_owned(),
+                    mode: format!("round {round}: {what}"),
+                    threads: t,
+                    ns_per_op: Some(value),
+                    samples: Some(c.launches as u64),
+                    note: format!(
+                        "ratio (in ns_per_op) of round {round}'s runs: untraced {:.0} ns/launch {:.0}/s, events \
+                         {:.0} ns/launch {:.0}/s, cupti {:.0} ns/launch {:.0}/s",
+                        u.host_ns_per_launch(t),
+                        u.launches_per_sec(),
+                        e.host_ns_per_launch(t),
+                        e.launches_per_sec(),
+                        c.host_ns_per_launch(t),
+                        c.launches_per_sec()
+                    ),
+                    ..Record::default()
+                });
+            }
+        }
+    }
+    println!("interleaved goals (the median of the rounds; rounds that met the goal):");
+    let goals = [
+        ("cupti/untraced host ns per launch", 1, true, 1.3),
+        ("cupti/untraced launches/s e2e", 16, false, 0.90),
+        ("cupti/events zones/s e2e", 16, false, 2.0),
+    ];
+    for ((what, threads, at_most, goal), values) in goals.into_iter().zip(ratios.iter_mut()) {
+        if values.is_empty() {
+            println!("{what:<36} {threads:>7}  not measured (threads not run)");
+            continue;
+        }
+        values.sort_by(f64::total_cmp);
+        let median = values[values.len() / 2];
+        let met = values.iter().filter(|&&v| if at_most { v <= goal } else { v >= goal }).count();
+        let goal_text = format!("{} {goal:.2}", if at_most { "<=" } else { ">=" });
+        println!(
+            "{what:<36} {threads:>7} median {median:>6.3} {goal_text:>8}  met in {met} of {} rounds (range {:.3} to {:.3})",
+            values.len(),
+            values[0],
+            values[values.len() - 1]
+        );
+        out.push(Record {
+            group: "cupti_interleaved_goals".to_owned(),
+            implementation: "cupti".to_owned(),
+            mode: what.to_owned(),
+            threads,
+            ns_per_op: Some(median),
+            note: format!("median of {} rounds (in ns_per_op), goal {goal_text}: met in {met}", values.len()),
+            ..Record::default()
+        });
+    }
 }
 
 /// The goals, as ratios of this run's figures: a table with verdicts.
