@@ -723,3 +723,52 @@ fn a_pool_exhausted_by_work_the_gpu_has_not_run_still_drops_the_zone() {
     assert_accounted(&ctx);
     assert_eq!(ctx.stats().dropped_zones, 1);
 }
+
+/// A flush first collects what is complete beside the other collectors, and keeps them out
+/// only for what is left: fifty finished lists are emitted while the flush still waits for a
+/// fifty-first that runs for two seconds (before, the flush read all fifty-one, waited, and
+/// emitted them together, every other collector turned away meanwhile).
+#[test]
+#[cfg_attr(miri, ignore = "the simulated GPU runs in real time here: Miri's clock is not the host's")]
+fn a_flush_emits_what_is_complete_before_it_waits_for_the_rest() {
+    let sim = SimBackend::realtime();
+    let (short, long) = (sim.stream(), sim.stream());
+    let ctx = TracingContext::builder(sim.clone()).build().unwrap();
+    for _ in 0..50 {
+        let mut list = ctx.list();
+        list.zone_begin(&short, location!("short")).unwrap();
+        sim.launch(&short, 1_000);
+        list.zone_end(&short).unwrap();
+        ctx.submit(list).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut list = ctx.list();
+    list.zone_begin(&long, location!("long")).unwrap();
+    let launched = std::time::Instant::now();
+    sim.launch(&long, 2_000 * MS);
+    list.zone_end(&long).unwrap();
+    ctx.submit(list).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let flush = {
+        let (ctx, done) = (ctx.clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let report = ctx.flush();
+            done.store(true, Ordering::SeqCst);
+            report
+        })
+    };
+    let seen = loop {
+        let collected = ctx.stats().lists_collected;
+        if collected >= 50 || done.load(Ordering::SeqCst) {
+            break collected;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    assert_eq!(seen, 50, "the finished lists are emitted while the flush waits for the long one");
+    let waited = launched.elapsed();
+    assert!(waited < std::time::Duration::from_millis(1_900), "too slow to tell: {waited:?}");
+    assert!(!done.load(Ordering::SeqCst), "the flush still waits for the long list");
+    let report = flush.join().unwrap().unwrap();
+    assert_eq!((report.lists, report.pending_lists), (51, 0), "{report:?}");
+    assert_eq!(ctx.stats().lists_collected, 51);
+}

@@ -433,6 +433,10 @@ impl<B: Backend> Collector<B> {
             return Err(CollectError { error: Error::FlushFromSink, report });
         }
         let mut error = None;
+        #[cfg(not(gpu_event_pool_loom))]
+        if !force {
+            self.drain_alongside(&mut report, &mut error);
+        }
         // SeqCst RMWs: see `read`.
         self.state.fetch_add(FLUSH_WAITER, Ordering::SeqCst);
         let waiting = Waiting(&self.state);
@@ -491,6 +495,48 @@ impl<B: Backend> Collector<B> {
         match error {
             None => Ok(report),
             Some(error) => Err(CollectError { error, report }),
+        }
+    }
+
+    /// A flush's first part, beside the other collectors (docs/design.md, section 4): collects
+    /// as any caller of `collect` does, keeping no one out, until as many lists have been
+    /// collected as had been submitted when it began, a round of its own collected nothing
+    /// (what is left waits for the GPU, or for a list not submitted yet), or the hold limit has
+    /// passed. What it collected and what failed go into the flush's report and error.
+    #[cfg(not(gpu_event_pool_loom))]
+    fn drain_alongside(&self, report: &mut CollectReport, error: &mut Option<Error>) {
+        use crate::shared::{LISTS_DISCARDED, LISTS_SUBMITTED};
+        let counters = self.inner.counters();
+        let pushed = counters.recorded.sum(LISTS_SUBMITTED) + counters.recorded.sum(LISTS_DISCARDED);
+        let target = usize::try_from(pushed).unwrap_or(0);
+        // Relaxed: a count read late only ends this part sooner or later; the exclusive part
+        // that follows decides what the flush has seen.
+        let collected = || counters.lists_collected.load(Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + self.inner.config().hold_limit;
+        while collected() < target && std::time::Instant::now() < deadline {
+            let before = collected();
+            let pending = report.pending_lists;
+            let emitted = match self.collect() {
+                Ok(Collected::Done(more)) => {
+                    report.absorb(more);
+                    true
+                }
+                // Another collector emits: what this call read is in its hands.
+                Ok(Collected::Busy) => false,
+                Err(e) => {
+                    report.absorb(e.report);
+                    error.get_or_insert(e.error);
+                    true
+                }
+            };
+            // The exclusive part sets what is still pending.
+            report.pending_lists = pending;
+            if emitted && collected() == before {
+                break;
+            }
+            if !emitted {
+                std::thread::yield_now();
+            }
         }
     }
 
