@@ -396,8 +396,10 @@ impl<B: Backend> TracingContext<B> {
     }
 
     /// Waits for every list submitted before this call to complete, collects them all, and
-    /// flushes the sinks. Waits for a concurrent collector to finish its round first (it
-    /// stops there, and other callers leave what they read to this flush). Lists submitted
+    /// flushes the sinks. It first collects what is already complete as any `collect` does,
+    /// beside the other collectors; then it waits for a concurrent collector to finish its
+    /// round (it stops there, and other callers leave what they read to this flush) and keeps
+    /// new collectors out while it waits for what is left. Lists submitted
     /// while it runs are not waited for: a producer that keeps submitting and collecting
     /// cannot keep it running. A list whose lane has an earlier list still being recorded
     /// (not submitted) stays pending, in order, and is counted in `pending_lists`.
