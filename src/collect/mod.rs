@@ -282,6 +282,24 @@ impl<B: Backend> Collector<B> {
         }
     }
 
+    /// `collect`, in one round at most (its first round is announced as its last): what a
+    /// flush's first part calls, so that it adds one round to what a flush may emit for lists
+    /// submitted meanwhile, not `ROUNDS`.
+    #[cfg(not(gpu_event_pool_loom))]
+    fn collect_one_round(&self) -> Result<Collected, CollectError> {
+        let Some(outcome) = self.read() else { return Ok(Collected::Busy) };
+        let mut report =
+            CollectReport { read_lists: outcome.read, errors: outcome.errors, ..Default::default() };
+        let mut error = outcome.error;
+        let hand_over = outcome.read > 0 || !self.inner.void_places().is_empty();
+        let emitted = self.emit_handed_off(&mut report, &mut error, outcome.retried, ROUNDS - 1, hand_over);
+        match error {
+            Some(error) => Err(CollectError { error, report }),
+            None if emitted => Ok(Collected::Done(report)),
+            None => Ok(Collected::Busy),
+        }
+    }
+
     /// Emits what is read, if no one else is emitting: lists read by a caller that found the
     /// emitter busy are emitted by the emitter, which looks at the read queue once more after
     /// unlocking. SeqCst fences on both sides (a reader's push then `try_lock`; the emitter's
@@ -516,7 +534,7 @@ impl<B: Backend> Collector<B> {
         while collected() < target && std::time::Instant::now() < deadline {
             let before = collected();
             let pending = report.pending_lists;
-            let emitted = match self.collect() {
+            let emitted = match self.collect_one_round() {
                 Ok(Collected::Done(more)) => {
                     report.absorb(more);
                     true
