@@ -23,7 +23,12 @@ fn submit_one(ctx: &TracingContext<SimBackend>, sim: &SimBackend, stream: &SimSt
 }
 
 /// A list whose work has not run yet (the manual GPU has not advanced past it).
-fn submit_running(ctx: &TracingContext<SimBackend>, sim: &SimBackend, stream: &SimStream, name: &'static str) {
+fn submit_running(
+    ctx: &TracingContext<SimBackend>,
+    sim: &SimBackend,
+    stream: &SimStream,
+    name: &'static str,
+) {
     let mut list = ctx.list();
     list.zone_begin(stream, gpu_event_pool::DynamicLocation::new(name)).unwrap();
     sim.launch(stream, 1_000);

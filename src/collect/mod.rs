@@ -29,8 +29,8 @@
 //!
 //! [`Collector`] holds the protocol between concurrent callers: any number read at once; one
 //! emits (`try_lock`), for at most [`ROUNDS`] rounds (its own, then for callers that found it
-//! busy); a flush keeps new readers out (the FLUSHING bit of `state`) and waits for those
-//! inside. No call's work grows with what producers submit while it runs: a flush reads once,
+//! busy); a flush first collects beside them (`drain_alongside`), then keeps new readers out
+//! (the FLUSHING bit of `state`) and waits for those inside. No call's work grows with what producers submit while it runs: a flush reads once,
 //! and every holder of the emitter hands over after its rounds (docs/design.md, section 4).
 
 mod activity;
