@@ -267,6 +267,12 @@ impl<B: Backend> Collector<B> {
 
     /// `TracingContext::collect`.
     pub(crate) fn collect(&self) -> Result<Collected, CollectError> {
+        self.collect_after(0)
+    }
+
+    /// `collect`, as if it had emitted `rounds` rounds already: 0 for a caller's own, or
+    /// `ROUNDS - 1` for one round at most (`drain_alongside`).
+    fn collect_after(&self, rounds: u32) -> Result<Collected, CollectError> {
         // Turned away by a flush: it collects once more for this call before it returns.
         let Some(outcome) = self.read() else { return Ok(Collected::Busy) };
         let mut report =
@@ -274,25 +280,7 @@ impl<B: Backend> Collector<B> {
         let mut error = outcome.error;
         // Lists this call read, or a place this thread gave up: left to the emitter if busy.
         let hand_over = outcome.read > 0 || !self.inner.void_places().is_empty();
-        let emitted = self.emit_handed_off(&mut report, &mut error, outcome.retried, 0, hand_over);
-        match error {
-            Some(error) => Err(CollectError { error, report }),
-            None if emitted => Ok(Collected::Done(report)),
-            None => Ok(Collected::Busy),
-        }
-    }
-
-    /// `collect`, in one round at most (its first round is announced as its last): what a
-    /// flush's first part calls, so that it adds one round to what a flush may emit for lists
-    /// submitted meanwhile, not `ROUNDS`.
-    #[cfg(not(gpu_event_pool_loom))]
-    fn collect_one_round(&self) -> Result<Collected, CollectError> {
-        let Some(outcome) = self.read() else { return Ok(Collected::Busy) };
-        let mut report =
-            CollectReport { read_lists: outcome.read, errors: outcome.errors, ..Default::default() };
-        let mut error = outcome.error;
-        let hand_over = outcome.read > 0 || !self.inner.void_places().is_empty();
-        let emitted = self.emit_handed_off(&mut report, &mut error, outcome.retried, ROUNDS - 1, hand_over);
+        let emitted = self.emit_handed_off(&mut report, &mut error, outcome.retried, rounds, hand_over);
         match error {
             Some(error) => Err(CollectError { error, report }),
             None if emitted => Ok(Collected::Done(report)),
@@ -534,7 +522,9 @@ impl<B: Backend> Collector<B> {
         while collected() < target && std::time::Instant::now() < deadline {
             let before = collected();
             let pending = report.pending_lists;
-            let emitted = match self.collect_one_round() {
+            // One round at most (announced as a last round): this part adds one round to
+            // what a flush may emit for lists submitted meanwhile, not `ROUNDS`.
+            let emitted = match self.collect_after(ROUNDS - 1) {
                 Ok(Collected::Done(more)) => {
                     report.absorb(more);
                     true
