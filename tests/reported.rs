@@ -6,7 +6,7 @@ use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::{ContextInfo, Sink, ZoneBatch};
 use gpu_event_pool::{location, Error, TracingContext};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Runs `f` on a thread of its own and fails the test if it has not returned in 20 s (a
@@ -17,15 +17,17 @@ fn within_20_s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     result.recv_timeout(Duration::from_secs(20)).expect("deadlocked: no return within 20 s")
 }
 
-/// A sink that flushes its own context from inside `zones`, and keeps what that returned.
+/// A sink that flushes its own context from inside `zones`, and keeps what that returned. It
+/// reaches the context through a slot the test empties at the end: a handle kept in the sink
+/// would keep the context, and so the sink, alive for ever (Miri reports the cycle as a leak).
 struct FlushingSink {
-    ctx: Arc<OnceLock<TracingContext<SimBackend>>>,
+    ctx: Arc<Mutex<Option<TracingContext<SimBackend>>>>,
     seen: Arc<Mutex<Vec<String>>>,
 }
 
 impl Sink for FlushingSink {
     fn zones(&mut self, _: &ContextInfo, _: ZoneBatch<'_>) -> std::io::Result<()> {
-        if let Some(ctx) = self.ctx.get() {
+        if let Some(ctx) = self.ctx.lock().unwrap().as_ref() {
             let outcome = match ctx.flush() {
                 Ok(_) => "ok".to_owned(),
                 Err(e) if matches!(e.error, Error::FlushFromSink) => "FlushFromSink".to_owned(),
@@ -42,11 +44,11 @@ fn a_sink_that_flushes_its_own_context_gets_a_typed_error_and_nothing_deadlocks(
     let seen = within_20_s(|| {
         let sim = SimBackend::manual();
         let stream = sim.stream();
-        let slot = Arc::new(OnceLock::new());
+        let slot = Arc::new(Mutex::new(None));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = FlushingSink { ctx: Arc::clone(&slot), seen: Arc::clone(&seen) };
         let ctx = TracingContext::builder(sim.clone()).sink(sink).build().unwrap();
-        let _ = slot.set(ctx.clone());
+        *slot.lock().unwrap() = Some(ctx.clone());
         for _ in 0..2 {
             let mut list = ctx.list();
             list.zone_begin(&stream, location!("zone")).unwrap();
@@ -60,8 +62,11 @@ fn a_sink_that_flushes_its_own_context_gets_a_typed_error_and_nothing_deadlocks(
         ctx.flush().unwrap();
         assert_eq!(ctx.stats().zones_emitted, 2);
         drop(ctx);
+        // The last handle: its drop flushes (the sink finds the slot empty) and drops the sink.
+        let last = slot.lock().unwrap().take();
+        drop(last);
+        assert_eq!(Arc::strong_count(&slot), 1, "the sink was dropped with the context");
         let seen = seen.lock().unwrap().clone();
-        drop(slot);
         seen
     });
     assert_eq!(seen, ["FlushFromSink", "FlushFromSink"]);
