@@ -44,12 +44,14 @@ impl Gpu for SimWork {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "four threads on a simulated GPU that runs in real time: minutes under Miri")]
 fn the_same_code_runs_on_simulated_events() {
     let ran = one_api(&SimEvents(SimBackend::realtime()));
     assert_eq!(ran.zones.len(), 3 * THREADS * FRAMES as usize, "user zones only: events time nothing else");
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "four threads on a simulated GPU that runs in real time: minutes under Miri")]
 fn the_same_code_runs_on_simulated_activity_records() {
     let ran = one_api(&SimWork(SimActivities::new(SimBackend::realtime())));
     // And the work: each kernel a zone inside its pass.
