@@ -20,7 +20,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 mod cupti_common;
-use cupti_common::{gpu, US};
+use cupti_common::{assert_spun, gpu, US};
 
 const THREADS: usize = 4;
 const LISTS: usize = 25;
@@ -186,12 +186,8 @@ fn runtime_launches_are_each_a_zone_in_their_zone_and_nothing_waits_for_the_inne
             [("outer", 0), ("spin_ns", 1), ("inner", 1), ("spin_ns", 2), ("memset", 1)],
             "{zones:?}"
         );
-        let spun = |z: &gpu_event_pool::sink::Zone, ns: u64| {
-            let d = z.duration_ns();
-            assert!(d + 2 * US >= ns && d <= ns + (ns / 100).max(2 * US), "{z:?} took {d} ns, spin {ns}");
-        };
-        spun(&zones[1], 10 * US);
-        spun(&zones[3], 20 * US);
+        assert_spun(&zones[1], 10 * US);
+        assert_spun(&zones[3], 20 * US);
         assert!(
             zones.iter().all(|z| z.lane == zones[0].lane && matches!(z.lane, Lane::Stream(_))),
             "{zones:?}"

@@ -25,19 +25,8 @@ use std::time::Duration;
 mod cupti_common;
 mod one_api;
 mod trace_check;
-use cupti_common::{gpu, US};
+use cupti_common::{assert_spun, gpu, US};
 use one_api::{one_api, Gpu};
-
-/// A kernel spun `spin` ns: within 2 µs below, and 1% (at least 2 µs) above.
-fn assert_spun(zone: &Zone, spin: u64) {
-    let ns = zone.duration_ns();
-    let slack = (spin / 100).max(2 * US);
-    assert!(
-        ns + 2 * US >= spin && ns <= spin + slack,
-        "{} took {ns} ns, spin is {spin} ns",
-        zone.location.name()
-    );
-}
 
 /// A GPU as the one-API body drives it: a backend, and the spin kernel.
 struct Spin<'g, B> {

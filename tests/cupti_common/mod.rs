@@ -43,3 +43,14 @@ pub fn gpu(test: &str) -> Option<Gpu> {
     let spin = SpinKernel::load(&cuda).expect("load the spin kernel");
     Some(Gpu { cuda, spin, _turn: turn })
 }
+
+/// A kernel spun `spin` ns: within 2 µs below, and 1% (at least 2 µs) above.
+pub fn assert_spun(zone: &gpu_event_pool::sink::Zone, spin: u64) {
+    let ns = zone.duration_ns();
+    let slack = (spin / 100).max(2 * US);
+    assert!(
+        ns + 2 * US >= spin && ns <= spin + slack,
+        "{} took {ns} ns, spin is {spin} ns",
+        zone.location.name()
+    );
+}
