@@ -21,7 +21,7 @@ for line in sys.stdin:
 }
 cargo test --profile bench --features cuda,cupti,vulkan,wgpu --no-run --message-format=json \
     --test cuda --test cuda_devices --test cupti --test cupti_source --test cupti_runtime --test vulkan --test wgpu | copy "$out" test-
-cargo build --profile bench --features cuda,cupti,vulkan --example demo --message-format=json | copy "$out" ""
+cargo build --profile bench --features cuda,cupti,vulkan,tracing --example demo --message-format=json | copy "$out" ""
 cargo bench -p gpu-event-pool-benches --features cuda,cupti,vulkan,wgpu --no-run --message-format=json \
     --bench cuda --bench cupti --bench vulkan --bench wgpu --bench latency --bench phases | copy "$out" bench-
 strip "$out"/* 2>/dev/null || true

@@ -10,8 +10,10 @@
 //!   event), never waiting.
 //! - `ours`: a `TracingContext`; `zone_next` (one event per adjacent zone) or
 //!   `zone_begin`/`zone_end` pairs (two); each thread calls `collect()` after each submit
-//!   (it returns at once when another thread is collecting), and flushes if more than
-//!   `BACKPRESSURE_SLOTS` slots are in use.
+//!   (it returns at once when another thread is collecting); no backpressure of its own
+//!   but the crate's (a thread that finds the pool exhausted collects before it drops a
+//!   zone; none may be dropped). Then, at 16 threads, a backpressure part: every thread
+//!   flushes after a list when more than 8,192, or 4,096, slots are in use.
 //! - `seed_port`: `benches/common/seed_port.rs`; each thread calls `collect` (which holds
 //!   the one mutex while it waits for, queries and reads every submitted event) and then
 //!   `free` after each submit, as IREE's command buffers do.
@@ -105,7 +107,7 @@ struct Run {
     read: Duration,
     zones: usize,
     events: usize,
-    /// Backpressure flushes (ours: `in_use` above `backpressure_slots()`).
+    /// Backpressure flushes (ours: `in_use` above the run's threshold).
     flushes: usize,
 }
 
@@ -224,30 +226,29 @@ fn floor_counted(
     run
 }
 
-/// Above this many slots in use (three quarters of the default maximum capacity, which ours
-/// runs with), a recording thread flushes (waits) before going on: the backpressure a runtime
-/// applies when the GPU or the collector falls behind. Above what the floor itself leaves
-/// unread at its peak: 10,725 events at 16 threads on the H200 (`driver_calls`, b5f6a98),
-/// where half the pool (8,192, the threshold before) is crossed by the GPU's own jitter, and
-/// one flush then starts a cascade (docs/benchmarks.md). `BENCH_CUDA_BACKPRESSURE` sets
-/// another threshold.
-const BACKPRESSURE_SLOTS: usize = 12 * 1024;
-
-/// [`BACKPRESSURE_SLOTS`], or `BENCH_CUDA_BACKPRESSURE`.
-fn backpressure_slots() -> usize {
-    static SLOTS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *SLOTS.get_or_init(|| {
-        std::env::var("BENCH_CUDA_BACKPRESSURE")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(BACKPRESSURE_SLOTS)
-    })
+/// The backpressure of the main table: none of the bench's own, what an application gets
+/// by default (a recording thread that finds the pool exhausted collects before it drops a
+/// zone; the bench asserts that none is dropped). `BENCH_CUDA_BACKPRESSURE=<slots>` makes
+/// every recording thread flush when more slots than that are in use, after each list.
+fn backpressure_slots() -> Option<usize> {
+    static SLOTS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *SLOTS.get_or_init(|| std::env::var("BENCH_CUDA_BACKPRESSURE").ok().and_then(|v| v.parse().ok()))
 }
 
+/// The thresholds of the backpressure part (16 threads, `flush` past each): an application
+/// that applies its own backpressure with `flush`, at half and a quarter of the default
+/// maximum capacity.
+const FLUSH_THRESHOLDS: [usize; 2] = [8192, 4096];
+
 /// Records one list of `ZONES_PER_LIST` zones (`zone_next`, or begin/end pairs), submits it
-/// and collects; flushes when more than `BACKPRESSURE_SLOTS` slots are in use. Returns
-/// whether it flushed.
-fn record_list(ctx: &TracingContext<impl CudaCalls>, stream: &Arc<CudaStream>, next: bool) -> bool {
+/// and collects; flushes when more than `backpressure` slots are in use. Returns whether it
+/// flushed.
+fn record_list(
+    ctx: &TracingContext<impl CudaCalls>,
+    stream: &Arc<CudaStream>,
+    next: bool,
+    backpressure: Option<usize>,
+) -> bool {
     let mut list = ctx.list();
     if next {
         list.zone_begin(stream, location!("zone")).expect("begin");
@@ -263,7 +264,7 @@ fn record_list(ctx: &TracingContext<impl CudaCalls>, stream: &Arc<CudaStream>, n
     }
     ctx.submit(list).expect("submit");
     ctx.collect().expect("collect");
-    let flush = ctx.stats().in_use > backpressure_slots();
+    let flush = backpressure.is_some_and(|slots| ctx.stats().in_use > slots);
     if flush {
         ctx.flush().expect("flush");
     }
@@ -278,6 +279,7 @@ fn ours(
     threads: usize,
     lists: usize,
     next: bool,
+    backpressure: Option<usize>,
 ) -> Run {
     let before = ctx.stats();
     let (mut run, flushes) = on_threads(
@@ -287,7 +289,7 @@ fn ours(
         |stream, ()| {
             let mut flushes = 0;
             for _ in 0..lists {
-                flushes += usize::from(record_list(ctx, stream, next));
+                flushes += usize::from(record_list(ctx, stream, next, backpressure));
             }
             (lists * ZONES_PER_LIST, 0, flushes)
         },
@@ -301,6 +303,58 @@ fn ours(
     assert_eq!(stats.dropped_zones, before.dropped_zones, "no zone dropped: {stats:?}");
     assert_eq!((stats.lists_failed, stats.in_use), (0, 0), "{stats:?}");
     run
+}
+
+/// Every run's host ns per zone and end-to-end zones per second, in run order.
+fn every_run(runs: &[Run], threads: usize) -> String {
+    let all: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{:.0} ns {:.0}/s {}f", r.host_ns_per_zone(threads), r.zones_per_sec(), r.flushes))
+        .collect();
+    all.join(", ")
+}
+
+/// The backpressure part: ours at 16 threads, every thread flushing after a list when more
+/// than each of [`FLUSH_THRESHOLDS`] slots are in use; every run printed, with its
+/// end-to-end zones per second against the floor's (`floor`, the same process's best at 16
+/// threads) and its flushes. A flush that kept every other collector out for its whole wait
+/// turned one threshold crossing into a cascade of flushes.
+fn backpressure_by_flush(
+    cuda: &CudaBackend,
+    ctx: &TracingContext<impl CudaCalls>,
+    lists: usize,
+    floor: f64,
+    out: &mut Results,
+) {
+    const THREADS: usize = 16;
+    println!("backpressure by flush, {THREADS} threads: ours / floor end-to-end zones/s ({floor:.0}/s), every run");
+    for slots in FLUSH_THRESHOLDS {
+        for (next, mode) in [(true, "zone_next"), (false, "begin/end pairs")] {
+            let runs: Vec<Run> = (0..RUNS).map(|_| ours(cuda, ctx, THREADS, lists, next, Some(slots))).collect();
+            let ratios: Vec<String> = runs
+                .iter()
+                .map(|r| format!("{:.3} ({} flushes)", r.zones_per_sec() / floor, r.flushes))
+                .collect();
+            println!("  flush past {slots:>5} slots, {mode:<16} {}", ratios.join(", "));
+            for run in &runs {
+                out.push(Record {
+                    group: "cuda_backpressure".to_owned(),
+                    implementation: "ours".to_owned(),
+                    mode: format!("{mode}, flush past {slots} slots"),
+                    threads: THREADS,
+                    ns_per_op: Some(run.host_ns_per_zone(THREADS)),
+                    zones_per_sec: Some(run.zones_per_sec()),
+                    samples: Some(run.zones as u64),
+                    note: format!(
+                        "every run; {} flushes; ours/floor e2e zones/s {:.3} (floor {floor:.0}/s, best of {RUNS}, same process)",
+                        run.flushes,
+                        run.zones_per_sec() / floor
+                    ),
+                    ..Record::default()
+                });
+            }
+        }
+    }
 }
 
 fn seed(seed: &SeedContext<CudaBackend>, threads: usize, lists: usize) -> Run {
@@ -349,7 +403,7 @@ impl DevicesRun {
 /// `ours` (`zone_next`) on every context at once: `THREADS_PER_DEVICE` threads per context,
 /// each with a stream on every device, list `i` of thread `t` recorded on device
 /// `(t + i) mod n`, so each device gets `THREADS_PER_DEVICE x lists` lists. After each submit
-/// the thread collects that device's context, and flushes it past `BACKPRESSURE_SLOTS`.
+/// the thread collects that device's context (and flushes it past `BENCH_CUDA_BACKPRESSURE`).
 fn ours_on_devices(contexts: &[TracingContext<CudaBackend>], lists: usize) -> DevicesRun {
     let devices = contexts.len();
     let threads = THREADS_PER_DEVICE * devices;
@@ -371,7 +425,7 @@ fn ours_on_devices(contexts: &[TracingContext<CudaBackend>], lists: usize) -> De
                     for i in 0..lists {
                         let d = (t + i) % devices;
                         let (ctx, stream) = (&contexts[d], &streams[d]);
-                        flushes += usize::from(record_list(ctx, stream, true));
+                        flushes += usize::from(record_list(ctx, stream, true, backpressure_slots()));
                     }
                     flushes
                 })
@@ -572,7 +626,7 @@ fn driver_calls(cuda: &CudaBackend, lists: usize, out: &mut Results) {
         let ctx = TracingContext::builder(counted.clone()).config(config).build().expect("context");
         let at_start = counted.calls();
         let (ours_run, ours_unread) =
-            sampled(|| ctx.stats().in_use, || ours(cuda, &ctx, threads, lists, true));
+            sampled(|| ctx.stats().in_use, || ours(cuda, &ctx, threads, lists, true, backpressure_slots()));
         let ours_calls = counted.calls().since(at_start);
         let ours_emitter_ns = ctx.stats().emitter_ns as f64 / ours_run.zones as f64;
         println!(
@@ -678,6 +732,9 @@ fn main() {
         "impl", "mode", "threads", "host ns/zone", "e2e zones/s", "GPU wait ms", "events/zone", "flushes"
     );
     let mut single = std::collections::HashMap::new();
+    // The floor's end-to-end zones per second at 16 threads (best run): the backpressure
+    // part's reference.
+    let mut floor16 = None;
     // `BENCH_CUDA_THREADS` and `BENCH_CUDA_IMPLS` (names as printed: floor, ours, seed_port;
     // or ours_next, ours_pairs for one of ours's modes)
     // run a part, to profile it.
@@ -690,19 +747,20 @@ fn main() {
         {
             let run_once = |n: usize| match implementation {
                 Implementation::Floor => floor(&cuda, &cuda, threads, n),
-                Implementation::OursNext => ours(&cuda, &ctx, threads, n, true),
-                Implementation::OursPairs => ours(&cuda, &ctx, threads, n, false),
+                Implementation::OursNext => ours(&cuda, &ctx, threads, n, true, backpressure_slots()),
+                Implementation::OursPairs => ours(&cuda, &ctx, threads, n, false, backpressure_slots()),
                 Implementation::Seed => seed(&seed_ctx, threads, n),
             };
             run_once(lists / 10 + 1);
-            let best = (0..RUNS)
-                .map(|_| run_once(lists))
+            let runs: Vec<Run> = (0..RUNS).map(|_| run_once(lists)).collect();
+            let best = *runs
+                .iter()
                 .min_by(|a, b| a.host_ns_per_zone(threads).total_cmp(&b.host_ns_per_zone(threads)))
                 .expect("runs");
             let host_ns = best.host_ns_per_zone(threads);
             let events_per_zone = best.events as f64 / best.zones as f64;
             println!(
-                "{:<10} {:<22} {:>7} {:>14.0} {:>13.0} {:>14.1} {:>11.3} {:>9}",
+                "{:<10} {:<22} {:>7} {:>14.0} {:>13.0} {:>14.1} {:>11.3} {:>9}   every run: {}",
                 implementation.name(),
                 implementation.mode(),
                 threads,
@@ -710,8 +768,12 @@ fn main() {
                 best.zones_per_sec(),
                 best.gpu_wait.as_secs_f64() * 1e3,
                 events_per_zone,
-                best.flushes
+                best.flushes,
+                every_run(&runs, threads)
             );
+            if threads == 16 && implementation == Implementation::Floor {
+                floor16 = Some(best.zones_per_sec());
+            }
             if threads == 1 {
                 single.insert(implementation, host_ns);
             }
@@ -732,6 +794,10 @@ fn main() {
                 ..Record::default()
             });
         }
+    }
+
+    if let Some(floor) = floor16.filter(|_| only("BENCH_CUDA_IMPLS", "ours")) {
+        backpressure_by_flush(&cuda, &ctx, lists, floor, &mut out);
     }
 
     let (ours_collect, seed_collect) = collect_per_event(&ctx, &seed_ctx, 100);

@@ -44,10 +44,12 @@ pub fn gpu(test: &str) -> Option<Gpu> {
     Some(Gpu { cuda, spin, _turn: turn })
 }
 
-/// A kernel spun `spin` ns: within 2 µs below, and 1% (at least 2 µs) above.
+/// A kernel spun `spin` ns: within 2 µs below, and a fifth (at least 5 µs) above: a kernel's
+/// record spans its launch on the GPU too (up to 3.2 µs over a 20 µs spin on an H100 whose
+/// clocks were idle), and no other work of the tests comes near that.
 pub fn assert_spun(zone: &gpu_event_pool::sink::Zone, spin: u64) {
     let ns = zone.duration_ns();
-    let slack = (spin / 100).max(2 * US);
+    let slack = (spin / 5).max(5 * US);
     assert!(
         ns + 2 * US >= spin && ns <= spin + slack,
         "{} took {ns} ns, spin is {spin} ns",

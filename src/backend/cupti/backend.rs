@@ -7,7 +7,7 @@
 use super::flush::{Flusher, RecordQueue};
 use super::{call, ActivityTracer, CuptiError, TracerConfig};
 use crate::backend::activity::{
-    current_zone, ActivityBatch, ActivityLosses, ActivitySource, Link, ReadFor, Timing,
+    current_zone, ActivityBatch, ActivityLosses, ActivitySource, Link, ReadFor, Timing, ZoneKey,
 };
 use crate::backend::cuda::{CudaBackend, Graph, GraphNode};
 use crate::backend::{Backend, BackendError};
@@ -56,9 +56,10 @@ static LINKS_MAX: AtomicUsize = AtomicUsize::new(0);
 static LINKS_DROPPED: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// The correlation id of the runtime API call in progress on this thread, if linked: a
-    /// driver call made inside it is the same launch.
-    static RUNTIME_CALL: Cell<Option<u32>> = const { Cell::new(None) };
+    /// The correlation id of the outermost linked call in progress on this thread: a linked
+    /// call made inside it (the runtime's `cudaLaunchKernel` calling the driver, or another
+    /// runtime entry point) is the same launch.
+    static OUTER_CALL: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
 fn push_link(link: Link) {
@@ -82,7 +83,7 @@ type OnLaunch = unsafe extern "C" fn(
 /// open on this thread, if any, and unties it if the call failed.
 unsafe extern "C" fn on_launch(
     _user: *mut std::ffi::c_void,
-    domain: sys::CUpti_CallbackDomain,
+    _domain: sys::CUpti_CallbackDomain,
     _cbid: sys::CUpti_CallbackId,
     data: *const std::ffi::c_void,
 ) {
@@ -91,30 +92,40 @@ unsafe extern "C" fn on_launch(
     }
     // Safety: for the API domains CUPTI passes a `CUpti_CallbackData`, valid during the call.
     let data = unsafe { &*data.cast::<sys::CUpti_CallbackData>() };
-    let runtime = domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API;
     let Some(zone) = current_zone() else { return };
-    if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
-        // At the entry, before the driver enqueues anything: the link is queued before the
-        // work can finish, so before its record can be read (invariant L).
-        let outer = if runtime { None } else { RUNTIME_CALL.try_with(Cell::get).ok().flatten() };
-        if runtime {
-            let _ = RUNTIME_CALL.try_with(|c| c.set(Some(data.correlationId)));
+    let enter = data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER;
+    // Safety: at the exit, CUPTI points `functionReturnValue` at the call's result, a
+    // `CUresult` or `cudaError_t` (both 32-bit, 0 for success).
+    let failed = !enter
+        && !data.functionReturnValue.is_null()
+        && unsafe { data.functionReturnValue.cast::<i32>().read_unaligned() } != 0;
+    let _ = OUTER_CALL.try_with(|outer| {
+        if let Some(link) = link_call(outer, enter, data.correlationId, failed, zone) {
+            push_link(link);
         }
-        push_link(Link { correlation: data.correlationId, zone: Some(zone), outer });
-        return;
-    }
-    if runtime {
-        let _ = RUNTIME_CALL.try_with(|c| c.set(None));
-    }
-    if !data.functionReturnValue.is_null() {
-        // Safety: at the exit, CUPTI points `functionReturnValue` at the call's result, a
-        // `CUresult` or `cudaError_t` (both 32-bit, 0 for success).
-        let failed = unsafe { data.functionReturnValue.cast::<i32>().read_unaligned() } != 0;
-        if failed {
-            // It launched nothing: untie it, after its link on the same queue.
-            push_link(Link { correlation: data.correlationId, zone: None, outer: None });
+    });
+}
+
+/// The link a launching call's entry or exit makes, if any; `outer` is the thread's
+/// outermost linked call in progress ([`OUTER_CALL`]). At the entry, before the driver
+/// enqueues anything, the call is tied to `zone`: the link is queued before the work can
+/// finish, so before its record can be read (invariant L). A call made inside another
+/// linked call is the same launch (its `outer`): CUPTI calls back for the runtime's entry
+/// point, for the runtime entry points it calls in turn, and for the driver call under them,
+/// each with an id of its own, and the work's records carry one of them. At the exit the
+/// outermost call ends; one that failed launched nothing and is untied.
+fn link_call(outer: &Cell<Option<u32>>, enter: bool, correlation: u32, failed: bool, zone: ZoneKey) -> Option<Link> {
+    if enter {
+        let made_inside = outer.get();
+        if made_inside.is_none() {
+            outer.set(Some(correlation));
         }
+        return Some(Link { correlation, zone: Some(zone), outer: made_inside });
     }
+    if outer.get() == Some(correlation) {
+        outer.set(None);
+    }
+    failed.then_some(Link { correlation, zone: None, outer: None })
 }
 
 /// How CUPTI's times reach the host clock.
@@ -438,5 +449,44 @@ mod tests {
         push_link(Link { correlation: 7, zone: Some(zone), outer: None });
         assert_eq!(LINKS.pop().map(|l| l.correlation), Some(7), "room again once collected");
         LINKS_LEN.fetch_sub(1, Relaxed);
+    }
+
+    #[test]
+    fn calls_made_inside_a_linked_call_are_its_launch() {
+        let zone = ZoneKey { context: 1, list: 1, position: 0 };
+        let outer = Cell::new(None);
+        let (enter, exit) = (true, false);
+        let mut links = Vec::new();
+        // cudaLaunchKernel (10) calls another runtime entry point (11), which calls the
+        // driver (12); then a failing memset (20) whose driver call (21) fails too.
+        for (site, correlation, failed) in [
+            (enter, 10, false),
+            (enter, 11, false),
+            (enter, 12, false),
+            (exit, 12, false),
+            (exit, 11, false),
+            (exit, 10, false),
+            (enter, 20, false),
+            (enter, 21, false),
+            (exit, 21, true),
+            (exit, 20, true),
+        ] {
+            links.extend(link_call(&outer, site, correlation, failed, zone));
+        }
+        let tied = |correlation, outer| Link { correlation, zone: Some(zone), outer };
+        let untied = |correlation| Link { correlation, zone: None, outer: None };
+        assert_eq!(
+            links,
+            [
+                tied(10, None),
+                tied(11, Some(10)),
+                tied(12, Some(10)),
+                tied(20, None),
+                tied(21, Some(20)),
+                untied(21),
+                untied(20)
+            ]
+        );
+        assert_eq!(outer.get(), None, "no call in progress");
     }
 }

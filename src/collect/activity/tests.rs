@@ -182,12 +182,13 @@ fn after_a_wrap_a_waiting_link_never_takes_over_a_new_launch() {
 
 #[test]
 fn a_launch_made_inside_another_call_is_one_launch_whichever_id_its_record_carries() {
-    for record_carries_outer in [true, false] {
+    for id in [10, 11, 12] {
         let mut a = Assembler::new(CONTEXT, 0);
-        // A runtime call (10) and the driver call made inside it (11).
-        a.link([link(10, key(1, 0)), Link { correlation: 11, zone: Some(key(1, 0)), outer: Some(10) }], 0);
+        // A runtime call (10), a runtime entry point it calls (11) and the driver call made
+        // inside them (12): each made inside the outermost.
+        let inside = |correlation| Link { correlation, zone: Some(key(1, 0)), outer: Some(10) };
+        a.link([link(10, key(1, 0)), inside(11), inside(12)], 0);
         a.take([list(1, vec![zone(0, None, 0, "cb", A)])], 0);
-        let id = if record_carries_outer { 10 } else { 11 };
         a.records([kernel(A, id, 100, 110)], 0);
         let out = a.emit(0, HOLD, false);
         assert_eq!((out.lists, out.lists_partial, out.activities), (1, 0, 1), "record carries {id}");
