@@ -18,6 +18,10 @@
 //!   the one mutex while it waits for, queries and reads every submitted event) and then
 //!   `free` after each submit, as IREE's command buffers do.
 //!
+//! Then `zone_begin` timed call by call on CUDA, at 1 and 16 threads, against
+//! `cuEventRecord` alone timed the same way in the same threads (p50, p99, p99.9): what a
+//! zone's begin costs above the one driver call it makes.
+//!
 //! After the recording loops, the GPU is waited for (not counted as host work), then the
 //! times not read yet are read (counted). Reported: host nanoseconds per zone per thread
 //! (loops + final reads), end-to-end zones per second (all threads, GPU wait included),
@@ -327,10 +331,13 @@ fn backpressure_by_flush(
     out: &mut Results,
 ) {
     const THREADS: usize = 16;
-    println!("backpressure by flush, {THREADS} threads: ours / floor end-to-end zones/s ({floor:.0}/s), every run");
+    println!(
+        "backpressure by flush, {THREADS} threads: ours / floor end-to-end zones/s ({floor:.0}/s), every run"
+    );
     for slots in FLUSH_THRESHOLDS {
         for (next, mode) in [(true, "zone_next"), (false, "begin/end pairs")] {
-            let runs: Vec<Run> = (0..RUNS).map(|_| ours(cuda, ctx, THREADS, lists, next, Some(slots))).collect();
+            let runs: Vec<Run> =
+                (0..RUNS).map(|_| ours(cuda, ctx, THREADS, lists, next, Some(slots))).collect();
             let ratios: Vec<String> = runs
                 .iter()
                 .map(|r| format!("{:.3} ({} flushes)", r.zones_per_sec() / floor, r.flushes))
@@ -555,6 +562,86 @@ fn driver_costs(cuda: &CudaBackend) -> [(&'static str, f64); 4] {
         ("cuEventElapsedTime (host ns)", per(elapsed)),
         ("GPU: ns per timing event retired, one stream", per(retired)),
     ]
+}
+
+/// One `zone_begin` on CUDA, timed call by call (`Instant`), against the driver call it
+/// cannot avoid, `cuEventRecord` (the backend's `record`, timed the same way), on `threads`
+/// threads at once: each thread alternates a list of `ZONES_PER_LIST` begin/end pairs of
+/// ours (submitted, then collected) with `ZONES_PER_LIST` bare records of pre-made events
+/// (read afterwards, like the floor), `lists` of each. Returns the sorted nanoseconds of
+/// (ours, bare record).
+fn zone_begin_latency(
+    cuda: &CudaBackend,
+    ctx: &TracingContext<impl CudaCalls>,
+    threads: usize,
+    lists: usize,
+) -> (Vec<u64>, Vec<u64>) {
+    let results: Vec<(Vec<u64>, Vec<u64>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(move || {
+                    let stream = cuda.new_stream().expect("stream");
+                    let events: Vec<_> =
+                        (0..ZONES_PER_LIST).map(|_| cuda.create_event().expect("event")).collect();
+                    let (mut ours, mut bare) = (Vec::new(), Vec::new());
+                    for _ in 0..lists {
+                        let mut list = ctx.list();
+                        for _ in 0..ZONES_PER_LIST {
+                            let start = Instant::now();
+                            list.zone_begin(&stream, location!("zone")).expect("begin");
+                            ours.push(start.elapsed().as_nanos() as u64);
+                            list.zone_end(&stream).expect("end");
+                        }
+                        ctx.submit(list).expect("submit");
+                        ctx.collect().expect("collect");
+                        for event in &events {
+                            let start = Instant::now();
+                            cuda.record(event, &stream).expect("record");
+                            bare.push(start.elapsed().as_nanos() as u64);
+                        }
+                        cuda.wait(&events[ZONES_PER_LIST - 1]).expect("wait");
+                        std::hint::black_box(read_floor_list(cuda, &events));
+                    }
+                    (ours, bare)
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("thread")).collect()
+    });
+    ctx.flush().expect("flush");
+    let (mut ours, mut bare): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    for (o, b) in results {
+        ours.extend(o);
+        bare.extend(b);
+    }
+    ours.sort_unstable();
+    bare.sort_unstable();
+    (ours, bare)
+}
+
+/// [`zone_begin_latency`] at 1 and 16 threads: printed, and recorded (`cuda_zone_begin`).
+fn zone_begin_latencies(cuda: &CudaBackend, ctx: &TracingContext<impl CudaCalls>, out: &mut Results) {
+    println!("zone_begin on CUDA, each call timed: ours (begin/end pairs) against cuEventRecord alone");
+    for threads in [1, 16] {
+        let (ours, bare) = zone_begin_latency(cuda, ctx, threads, 100);
+        for (name, sorted) in [("ours zone_begin", &ours), ("cuEventRecord", &bare)] {
+            let [p50, p99, p999] = [50.0, 99.0, 99.9].map(|p| results::percentile(sorted, p));
+            println!(
+                "  {threads:>2} threads  {name:<16} p50 {p50:>7.0} ns  p99 {p99:>7.0} ns  p99.9 {p999:>8.0} ns  ({} calls)",
+                sorted.len()
+            );
+            out.push(Record {
+                group: "cuda_zone_begin".to_owned(),
+                implementation: name.to_owned(),
+                mode: "one call, timed with Instant".to_owned(),
+                threads,
+                ns_per_op: Some(p50),
+                samples: Some(sorted.len() as u64),
+                note: format!("p50 {p50:.0} ns, p99 {p99:.0} ns, p99.9 {p999:.0} ns"),
+                ..Record::default()
+            });
+        }
+    }
 }
 
 /// The collector's cost per event when every event is complete: `lists` lists recorded and
@@ -821,6 +908,7 @@ fn main() {
         // A part of the table, for a profile: nothing else.
         return;
     }
+    zone_begin_latencies(&cuda, &ctx, &mut out);
     driver_calls(&cuda, lists, &mut out);
     let (floor_ns, ours_ns, pairs_ns, seed_ns) = (
         single[&Implementation::Floor],

@@ -210,7 +210,20 @@ struct Cublas {
     set_stream: unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32,
     #[allow(clippy::type_complexity)]
     sgemm: unsafe extern "C" fn(
-        *mut c_void, i32, i32, i32, i32, i32, *const f32, *const f32, i32, *const f32, i32, *const f32, *mut f32, i32,
+        *mut c_void,
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        *const f32,
+        *const f32,
+        i32,
+        *const f32,
+        i32,
+        *const f32,
+        *mut f32,
+        i32,
     ) -> i32,
     destroy: unsafe extern "C" fn(*mut c_void) -> i32,
 }
@@ -281,8 +294,20 @@ fn cublas_gemms_are_each_kernels_named_and_nested_in_their_zones() {
         // Safety: a live handle on this thread's stream; three live N x N allocations.
         let status = unsafe {
             (blas.sgemm)(
-                handle as *mut c_void, 0, 0, N, N, N, &alpha, m[0] as *const f32, N, m[1] as *const f32, N, &beta,
-                m[2] as *mut f32, N,
+                handle as *mut c_void,
+                0,
+                0,
+                N,
+                N,
+                N,
+                &alpha,
+                m[0] as *const f32,
+                N,
+                m[1] as *const f32,
+                N,
+                &beta,
+                m[2] as *mut f32,
+                N,
             )
         };
         ok("cublasSgemm", status);
@@ -326,7 +351,8 @@ fn cublas_gemms_are_each_kernels_named_and_nested_in_their_zones() {
         assert_eq!((layer.location.name(), layer.depth), ("layer", 0), "{zones:?}");
         let projection = projection.unwrap_or_else(|| panic!("no projection zone: {zones:?}"));
         assert_eq!(projection.depth, 1, "{zones:?}");
-        let work: Vec<_> = zones.iter().filter(|z| !["layer", "projection"].contains(&z.location.name())).collect();
+        let work: Vec<_> =
+            zones.iter().filter(|z| !["layer", "projection"].contains(&z.location.name())).collect();
         // Each GEMM one kernel or more: at least one in "layer" itself, one in "projection".
         assert!(work.iter().any(|z| z.depth == 1) && work.iter().any(|z| z.depth == 2), "{zones:?}");
         for z in &work {
@@ -383,13 +409,20 @@ fn probe_what_cupti_reports_for_runtime_launches() {
         // Safety: valid out-pointers from CUPTI; a non-zero layout.
         unsafe { (*buffer, *size, *max) = (std::alloc::alloc(layout), 1 << 20, 0) };
     }
-    unsafe extern "C" fn completed(_: cudarc::driver::sys::CUcontext, _: u32, buffer: *mut u8, _: usize, valid: usize) {
+    unsafe extern "C" fn completed(
+        _: cudarc::driver::sys::CUcontext,
+        _: u32,
+        buffer: *mut u8,
+        _: usize,
+        valid: usize,
+    ) {
         let mut record = std::ptr::null_mut();
         // Safety: a buffer of ours that CUPTI filled with `valid` bytes of records; each record
         // starts with its kind, and kernels (9 and later) and memsets (4) keep the
         // correlation id where version 9 and 4 have it.
         unsafe {
-            while cu::cuptiActivityGetNextRecord(buffer, valid, &mut record) == cu::CUptiResult::CUPTI_SUCCESS {
+            while cu::cuptiActivityGetNextRecord(buffer, valid, &mut record) == cu::CUptiResult::CUPTI_SUCCESS
+            {
                 let kind = (*record).kind;
                 let id = match kind {
                     cu::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
@@ -415,14 +448,24 @@ fn probe_what_cupti_reports_for_runtime_launches() {
     let raw = stream.cu_stream() as rt::cudaStream_t;
     let mut buffer = std::ptr::null_mut();
     let mut subscriber = std::ptr::null_mut();
-    use cu::CUpti_ActivityKind::{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as KERNEL, CUPTI_ACTIVITY_KIND_MEMSET as MEMSET};
-    use cu::CUpti_CallbackDomain::{CUPTI_CB_DOMAIN_DRIVER_API as DRIVER, CUPTI_CB_DOMAIN_RUNTIME_API as RUNTIME};
+    use cu::CUpti_ActivityKind::{
+        CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as KERNEL, CUPTI_ACTIVITY_KIND_MEMSET as MEMSET,
+    };
+    use cu::CUpti_CallbackDomain::{
+        CUPTI_CB_DOMAIN_DRIVER_API as DRIVER, CUPTI_CB_DOMAIN_RUNTIME_API as RUNTIME,
+    };
     // Safety: valid out-pointers and callbacks of the right types; the allocation is live
     // until freed after the stream is synchronized; CUPTI is this test's alone (`gpu`'s turn).
     unsafe {
         check("cudaMalloc", rt::cudaMalloc(&mut buffer, 4096));
-        assert_eq!(cu::cuptiSubscribe(&mut subscriber, Some(on_call), std::ptr::null_mut()), cu::CUptiResult::CUPTI_SUCCESS);
-        assert_eq!(cu::cuptiActivityRegisterCallbacks(Some(requested), Some(completed)), cu::CUptiResult::CUPTI_SUCCESS);
+        assert_eq!(
+            cu::cuptiSubscribe(&mut subscriber, Some(on_call), std::ptr::null_mut()),
+            cu::CUptiResult::CUPTI_SUCCESS
+        );
+        assert_eq!(
+            cu::cuptiActivityRegisterCallbacks(Some(requested), Some(completed)),
+            cu::CUptiResult::CUPTI_SUCCESS
+        );
         for kind in [KERNEL, MEMSET] {
             assert_eq!(cu::cuptiActivityEnable(kind), cu::CUptiResult::CUPTI_SUCCESS);
         }
@@ -446,7 +489,11 @@ fn probe_what_cupti_reports_for_runtime_launches() {
     let calls = CALLS.lock().unwrap().clone();
     let records = RECORDS.lock().unwrap().clone();
     for (name, enter, id) in &calls {
-        let _ = writeln!(std::io::stderr(), "PROBE call {name} {} id {id}", if *enter { "enter" } else { "exit" });
+        let _ = writeln!(
+            std::io::stderr(),
+            "PROBE call {name} {} id {id}",
+            if *enter { "enter" } else { "exit" }
+        );
     }
     for (kind, id) in &records {
         let _ = writeln!(std::io::stderr(), "PROBE record kind {kind} id {id}");

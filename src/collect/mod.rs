@@ -85,15 +85,6 @@ const ROUND_COUNT: u64 = LAST_ROUND - 1;
 /// producer's collects keeping any one call running.
 const ROUNDS: u32 = if cfg!(gpu_event_pool_loom) { 2 } else { 4 };
 
-/// How many times a flush's first part (`drain_alongside`) pauses, doubling from
-/// [`DRAIN_FIRST_PAUSE`], while no collector collects a list, before it keeps the others out
-/// and waits for the GPU itself: 8 pauses, 2.55 ms in all.
-#[cfg(not(gpu_event_pool_loom))]
-const DRAIN_PAUSES: u32 = 8;
-/// The first of those pauses.
-#[cfg(not(gpu_event_pool_loom))]
-const DRAIN_FIRST_PAUSE: std::time::Duration = std::time::Duration::from_micros(10);
-
 crate::sync::const_thread_local! {
     /// The emitters this thread holds now (their addresses): a sink that calls `collect`
     /// never waits for the last round of its own caller, and one that calls `flush` on its
@@ -515,11 +506,9 @@ impl<B: Backend> Collector<B> {
 
     /// A flush's first part, beside the other collectors (docs/design.md, section 4): collects
     /// as any caller of `collect` does, keeping no one out, until as many lists have been
-    /// collected as had been submitted when it began, or no collector has collected a list
-    /// through [`DRAIN_PAUSES`] pauses of its own (what is left waits for the GPU, or for a
-    /// list not submitted yet), or the hold limit has passed. While other collectors collect,
-    /// it goes on beside them: they keep reading while it waits. What it collected and what
-    /// failed go into the flush's report and error.
+    /// collected as had been submitted when it began, a round of its own collected nothing
+    /// (what is left waits for the GPU, or for a list not submitted yet), or the hold limit has
+    /// passed. What it collected and what failed go into the flush's report and error.
     #[cfg(not(gpu_event_pool_loom))]
     fn drain_alongside(&self, report: &mut CollectReport, error: &mut Option<Error>) {
         use crate::shared::{LISTS_DISCARDED, LISTS_SUBMITTED};
@@ -530,11 +519,8 @@ impl<B: Backend> Collector<B> {
         // that follows decides what the flush has seen.
         let collected = || counters.lists_collected.load(Ordering::Relaxed);
         let deadline = std::time::Instant::now() + self.inner.config().hold_limit;
-        let mut pause = DRAIN_FIRST_PAUSE;
-        let mut pauses = 0;
-        // What had been collected when this call last looked (before its pause, if any).
-        let mut seen = collected();
-        while seen < target && std::time::Instant::now() < deadline {
+        while collected() < target && std::time::Instant::now() < deadline {
+            let before = collected();
             let pending = report.pending_lists;
             // One round at most (announced as a last round): this part adds one round to
             // what a flush may emit for lists submitted meanwhile, not `ROUNDS`.
@@ -553,19 +539,10 @@ impl<B: Backend> Collector<B> {
             };
             // The exclusive part sets what is still pending.
             report.pending_lists = pending;
-            let now = collected();
-            if now != std::mem::replace(&mut seen, now) {
-                // Someone collected: go on beside them.
-                (pause, pauses) = (DRAIN_FIRST_PAUSE, 0);
-            } else if emitted {
-                // No one collected during a round of this call's own: pause, and look again.
-                if pauses == DRAIN_PAUSES {
-                    break;
-                }
-                pauses += 1;
-                std::thread::sleep(pause);
-                pause *= 2;
-            } else {
+            if emitted && collected() == before {
+                break;
+            }
+            if !emitted {
                 std::thread::yield_now();
             }
         }

@@ -56,10 +56,11 @@ static LINKS_MAX: AtomicUsize = AtomicUsize::new(0);
 static LINKS_DROPPED: AtomicU64 = AtomicU64::new(0);
 
 thread_local! {
-    /// The correlation id of the outermost linked call in progress on this thread: a linked
-    /// call made inside it (the runtime's `cudaLaunchKernel` calling the driver, or another
-    /// runtime entry point) is the same launch.
-    static OUTER_CALL: Cell<Option<u32>> = const { Cell::new(None) };
+    /// The outermost linked call in progress on this thread (its correlation id) and how
+    /// many linked calls are in progress inside it: a linked call made inside it (the
+    /// runtime's `cudaLaunchKernel` calling the driver, or another runtime entry point) is
+    /// the same launch.
+    static OUTER_CALL: Cell<Option<(u32, u32)>> = const { Cell::new(None) };
 }
 
 fn push_link(link: Link) {
@@ -107,24 +108,37 @@ unsafe extern "C" fn on_launch(
 }
 
 /// The link a launching call's entry or exit makes, if any; `outer` is the thread's
-/// outermost linked call in progress ([`OUTER_CALL`]). At the entry, before the driver
-/// enqueues anything, the call is tied to `zone`: the link is queued before the work can
-/// finish, so before its record can be read (invariant L). A call made inside another
-/// linked call is the same launch (its `outer`): CUPTI calls back for the runtime's entry
-/// point, for the runtime entry points it calls in turn, and for the driver call under them,
-/// each with an id of its own, and the work's records carry one of them. At the exit the
-/// outermost call ends; one that failed launched nothing and is untied.
-fn link_call(outer: &Cell<Option<u32>>, enter: bool, correlation: u32, failed: bool, zone: ZoneKey) -> Option<Link> {
+/// outermost linked call in progress and the depth of calls inside it ([`OUTER_CALL`]). At
+/// the entry, before the driver enqueues anything, the call is tied to `zone`: the link is
+/// queued before the work can finish, so before its record can be read (invariant L). A
+/// call made inside another linked call is the same launch: CUPTI calls back for the
+/// runtime's entry point and for the driver call under it (on CUDA 13 with the same
+/// correlation id: no second link; a runtime entry point calling another may give each an id
+/// of its own: linked as made inside the outermost), and the work's records carry one of
+/// them. At the exit a call that failed launched nothing and is untied.
+fn link_call(
+    outer: &Cell<Option<(u32, u32)>>,
+    enter: bool,
+    correlation: u32,
+    failed: bool,
+    zone: ZoneKey,
+) -> Option<Link> {
     if enter {
-        let made_inside = outer.get();
-        if made_inside.is_none() {
-            outer.set(Some(correlation));
-        }
-        return Some(Link { correlation, zone: Some(zone), outer: made_inside });
+        return match outer.get() {
+            None => {
+                outer.set(Some((correlation, 1)));
+                Some(Link { correlation, zone: Some(zone), outer: None })
+            }
+            Some((id, depth)) => {
+                outer.set(Some((id, depth + 1)));
+                (id != correlation).then_some(Link { correlation, zone: Some(zone), outer: Some(id) })
+            }
+        };
     }
-    if outer.get() == Some(correlation) {
-        outer.set(None);
-    }
+    outer.set(match outer.get() {
+        Some((id, depth)) if depth > 1 => Some((id, depth - 1)),
+        _ => None,
+    });
     failed.then_some(Link { correlation, zone: None, outer: None })
 }
 
@@ -457,9 +471,14 @@ mod tests {
         let outer = Cell::new(None);
         let (enter, exit) = (true, false);
         let mut links = Vec::new();
-        // cudaLaunchKernel (10) calls another runtime entry point (11), which calls the
-        // driver (12); then a failing memset (20) whose driver call (21) fails too.
+        // cudaLaunchKernel and the driver call under it, one id (82: what CUDA 13 gives);
+        // a runtime entry point (10) calling another (11) which calls the driver (12); a
+        // failing memset (20) whose driver call (20) fails too.
         for (site, correlation, failed) in [
+            (enter, 82, false),
+            (enter, 82, false),
+            (exit, 82, false),
+            (exit, 82, false),
             (enter, 10, false),
             (enter, 11, false),
             (enter, 12, false),
@@ -467,8 +486,8 @@ mod tests {
             (exit, 11, false),
             (exit, 10, false),
             (enter, 20, false),
-            (enter, 21, false),
-            (exit, 21, true),
+            (enter, 20, false),
+            (exit, 20, true),
             (exit, 20, true),
         ] {
             links.extend(link_call(&outer, site, correlation, failed, zone));
@@ -478,12 +497,12 @@ mod tests {
         assert_eq!(
             links,
             [
+                tied(82, None),
                 tied(10, None),
                 tied(11, Some(10)),
                 tied(12, Some(10)),
                 tied(20, None),
-                tied(21, Some(20)),
-                untied(21),
+                untied(20),
                 untied(20)
             ]
         );

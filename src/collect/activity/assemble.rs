@@ -209,7 +209,9 @@ impl Assembler {
                 self.untie(correlation);
                 continue;
             };
-            if zone.context != self.context {
+            if zone.context != self.context || self.links.contains_key(&correlation) {
+                // Another context's, or a call linked already (the same id called back for
+                // twice): one launch, counted once.
                 continue;
             }
             // Made inside a call that is linked too: one launch, counted once.

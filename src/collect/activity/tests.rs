@@ -196,6 +196,17 @@ fn a_launch_made_inside_another_call_is_one_launch_whichever_id_its_record_carri
 }
 
 #[test]
+fn a_launch_called_back_for_twice_with_one_id_is_one_launch() {
+    // CUDA 13: `cudaLaunchKernel` and the `cuLaunchKernel` under it carry one correlation id.
+    let mut a = Assembler::new(CONTEXT, 0);
+    a.link([link(82, key(1, 0)), Link { correlation: 82, zone: Some(key(1, 0)), outer: Some(82) }], 0);
+    a.take([list(1, vec![zone(0, None, 0, "cb", A)])], 0);
+    a.records([kernel(A, 82, 100, 110)], 0);
+    let out = a.emit(0, HOLD, false);
+    assert_eq!((out.lists, out.lists_partial, out.activities), (1, 0, 1));
+}
+
+#[test]
 fn a_failed_launch_is_untied_and_holds_nothing_up() {
     let mut a = Assembler::new(CONTEXT, 0);
     a.link([link(10, key(1, 0)), link(11, key(1, 0)), Link { correlation: 11, zone: None, outer: None }], 0);
