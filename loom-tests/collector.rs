@@ -348,6 +348,32 @@ fn a_flush_racing_a_collect_emits_every_list_once() {
     });
 }
 
+/// Two threads each submit a list and flush, at once. A flush that finds the other's pass
+/// begun since it began reads nothing itself (that pass took its list): in every
+/// interleaving, when a flush returns, its own list has reached the sinks, and each list
+/// arrives once.
+#[test]
+fn concurrent_flushes_each_return_after_their_own_list_arrived() {
+    common::model(|| {
+        let (_backend, sink, ctx) = context(4, 4, 2);
+        let other = {
+            let (ctx, sink) = (ctx.clone(), sink.clone());
+            thread::spawn(move || {
+                ctx.submit(record_one_zone(&ctx, &LoomStream::new(1), "b")).unwrap();
+                ctx.flush().unwrap();
+                assert!(names(&sink).contains(&"b".to_owned()), "b's flush returned before b arrived");
+            })
+        };
+        ctx.submit(record_one_zone(&ctx, &LoomStream::new(0), "a")).unwrap();
+        ctx.flush().unwrap();
+        assert!(names(&sink).contains(&"a".to_owned()), "a's flush returned before a arrived");
+        other.join().unwrap();
+        assert_eq!(names(&sink), ["a", "b"], "each list once");
+        let stats = assert_accounted(&ctx);
+        assert_eq!((stats.submitted, stats.lists_collected), (0, 2));
+    });
+}
+
 /// Sorted names of the zones the sink received.
 fn names(sink: &gpu_event_pool::sink::memory::MemorySink) -> Vec<String> {
     let mut names: Vec<String> = received(sink).into_iter().map(|(name, _, _)| name).collect();

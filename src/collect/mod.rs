@@ -162,6 +162,10 @@ pub(crate) struct Collector<B: Backend> {
     /// [`LAST_ROUND`] and the count of emit rounds begun: what a caller that found the
     /// emitter busy reads to know whether the holder will look at `read` again.
     handover: AtomicU64,
+    /// The waiting reads (a flush's exclusive pass, `read_phase` with `wait`) begun: a flush
+    /// that finds one begun since it started reads nothing itself (that pass took every list
+    /// submitted before the flush began, and waited for it).
+    passes: AtomicU64,
 }
 
 /// The emitter, held by this thread (counted in [`HOLDING`] until dropped).
@@ -262,6 +266,7 @@ impl<B: Backend> Collector<B> {
             state: AtomicU64::new(0),
             share,
             handover: AtomicU64::new(0),
+            passes: AtomicU64::new(0),
         })
     }
 
@@ -438,6 +443,13 @@ impl<B: Backend> Collector<B> {
             report.errors = 1;
             return Err(CollectError { error: Error::FlushFromSink, report });
         }
+        // Where this flush begins: every list submitted before it was pushed before this
+        // mark; a pass begun after it takes them all (docs/design.md, section 4). The last
+        // handle's flush (`force`) always reads.
+        let begun = (!force).then(|| {
+            inner.queue().mark();
+            self.passes.load(Ordering::Acquire)
+        });
         let mut error = None;
         #[cfg(not(gpu_event_pool_loom))]
         if !force {
@@ -458,9 +470,17 @@ impl<B: Backend> Collector<B> {
         while self.state.fetch_add(0, Ordering::SeqCst) & READERS != 0 {
             spin_wait();
         }
+        // A pass begun since this flush began (and ended: this flush holds the emitter) took
+        // and waited for every list submitted before it: flushes that start while one waits
+        // for the GPU make one pass, not one each.
+        let covered = begun.is_some_and(|begun| self.passes.load(Ordering::Relaxed) != begun);
         let outcome = match &self.share {
-            Some(share) => read_phase(inner, share, true, false),
-            None => ReadOutcome::default(),
+            Some(share) if !covered => {
+                // Before the pass's take (Release: `SubmissionQueue::take_all`).
+                self.passes.fetch_add(1, Ordering::Relaxed);
+                read_phase(inner, share, true, false)
+            }
+            _ => ReadOutcome::default(),
         };
         report.read_lists += outcome.read;
         report.errors += outcome.errors;

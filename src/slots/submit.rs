@@ -72,13 +72,24 @@ impl SubmissionQueue {
     pub(crate) fn take_all(&self, links: &impl SubmissionLinks, out: &mut Vec<ListHead>) {
         // Acquire: pairs with every producer's Release CAS (each later push's CAS reads the
         // earlier one's value, so all of them form one release sequence we synchronize with).
-        let mut index = self.head.swap(NIL, Ordering::Acquire);
+        // Release: a `mark` that comes after this swap (pushes between are RMWs: the release
+        // sequence goes on) sees what the taker did before it (a flush's pass count).
+        let mut index = self.head.swap(NIL, Ordering::AcqRel);
         let start = out.len();
         while index != NIL {
             out.push(ListHead::new(index));
             index = links.next_submitted(index).load(Ordering::Relaxed);
         }
         out[start..].reverse();
+    }
+
+    /// A read-modify-write of the head that changes nothing (AcqRel): every push that
+    /// happened before it comes before it in the head's modification order, and it
+    /// synchronizes with every `take_all` before it. A flush marks its start this way
+    /// (`Collector::flush`, docs/design.md section 4: a pass begun after the mark takes every
+    /// list pushed before it).
+    pub(crate) fn mark(&self) {
+        self.head.fetch_or(0, Ordering::AcqRel);
     }
 
     /// Whether nothing is waiting now, read with a read-modify-write (SeqCst), which sees the
