@@ -10,7 +10,8 @@
 //! - `events`: a `TracingContext` (as `ours` in `benches/cuda.rs`), one zone per launch:
 //!   `zone_begin` before the list's first launch, `zone_next` before each later one, one
 //!   `zone_end` after the last; then submit, `collect()` (it returns at once when another
-//!   thread is collecting), and a flush when more than `BACKPRESSURE_SLOTS` slots are in use.
+//!   thread is collecting); no backpressure of its own but the crate's (a thread that finds
+//!   the pool exhausted collects before it drops a zone).
 //! - `cupti`: a context on a `CuptiBackend` with no sink (only its counters), one zone around
 //!   each list of launches, submitted; a collector thread calls `ctx.collect()` every
 //!   millisecond while the threads record (the recording threads do not collect: CUPTI hands
@@ -71,9 +72,6 @@ const RUNS: usize = 3;
 const SPIN_NS: u64 = 0;
 /// How often the `cupti` collector thread collects.
 const COLLECT_PERIOD: Duration = Duration::from_millis(1);
-/// Above this many slots in use the `events` path flushes before going on (as `ours` in
-/// `benches/cuda.rs`, which explains the figure).
-const BACKPRESSURE_SLOTS: usize = 12 * 1024;
 
 /// How one configuration launches and times its kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -195,7 +193,7 @@ fn untraced(cuda: &CudaBackend, spin: &SpinKernel, threads: usize, lists: usize)
 }
 
 /// The event path: one zone per launch (`zone_begin`, then `zone_next`, one `zone_end`),
-/// submit and collect after each list, flush past `BACKPRESSURE_SLOTS`.
+/// submit and collect after each list (as `ours` in `benches/cuda.rs`).
 fn events(
     cuda: &CudaBackend,
     spin: &SpinKernel,
@@ -208,7 +206,6 @@ fn events(
         cuda,
         threads,
         |stream| {
-            let mut flushes = 0;
             for _ in 0..lists {
                 let mut list = ctx.list();
                 list.zone_begin(stream, location!("launch")).expect("begin");
@@ -220,12 +217,8 @@ fn events(
                 list.zone_end(stream).expect("end");
                 ctx.submit(list).expect("submit");
                 ctx.collect().expect("collect");
-                if ctx.stats().in_use > BACKPRESSURE_SLOTS {
-                    ctx.flush().expect("flush");
-                    flushes += 1;
-                }
             }
-            (lists * LAUNCHES_PER_LIST, flushes)
+            (lists * LAUNCHES_PER_LIST, 0)
         },
         || {
             ctx.flush().expect("flush");
