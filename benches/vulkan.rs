@@ -6,10 +6,11 @@
 //! submitted (the list is dropped, its slots go back). Three variants, one thread:
 //!
 //! - `crate_zone_next`: the crate (`zone_begin`, `zone_next`, `zone_end`): per event a slot
-//!   from the list's reservation, `vkResetQueryPool` of its query, `vkCmdWriteTimestamp`;
+//!   from the list's reservation and `vkCmdWriteTimestamp` (its query was reset when its last
+//!   list was collected, in the collector: a dropped list's queries were never written);
 //! - `bare_write_timestamp`: 66 `vkCmdWriteTimestamp` and nothing else (the floor);
 //! - `bare_reset_and_write`: 66 host `vkResetQueryPool` + `vkCmdWriteTimestamp` pairs (what
-//!   the backend calls, without the pool).
+//!   the backend called on the recording path until the reset moved to the collector).
 //!
 //! The command buffer is reset every 64 lists, outside the timed part. Each record gives
 //! nanoseconds per zone. Without a Vulkan driver the bench says `SKIPPED` and records nothing.

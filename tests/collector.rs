@@ -498,6 +498,116 @@ fn collect_never_queries_or_waits_on_an_event() {
     assert_eq!(sink.zones().len(), 20);
 }
 
+// ---- Retiring events (`Backend::retire`: Vulkan resets its queries there) ----
+
+/// The simulated GPU with [`Backend::RETIRES`]: an event recorded again before it was retired
+/// (or retired without a record since) fails the test; retires are counted.
+#[derive(Clone)]
+struct Retiring {
+    sim: SimBackend,
+    /// Events (by address) recorded and not retired since.
+    written: Arc<Mutex<std::collections::HashSet<usize>>>,
+    retired: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn address<T>(event: &T) -> usize {
+    event as *const T as usize
+}
+
+impl Backend for Retiring {
+    type Event = <SimBackend as Backend>::Event;
+    type Stream = SimStream;
+    type Graph = <SimBackend as Backend>::Graph;
+    type GraphNode = <SimBackend as Backend>::GraphNode;
+    const RETIRES: bool = true;
+    fn name(&self) -> &'static str {
+        "retiring"
+    }
+    fn create_event(&self) -> Result<Self::Event, BackendError> {
+        self.sim.create_event()
+    }
+    fn create_stream(&self) -> Result<SimStream, BackendError> {
+        self.sim.create_stream()
+    }
+    fn stream_key(&self, stream: &SimStream) -> u64 {
+        self.sim.stream_key(stream)
+    }
+    fn graph_key(&self, graph: &Self::Graph) -> u64 {
+        self.sim.graph_key(graph)
+    }
+    fn record(&self, event: &Self::Event, stream: &SimStream) -> Result<(), BackendError> {
+        assert!(
+            self.written.lock().unwrap().insert(address(event)),
+            "an event recorded again before it was retired"
+        );
+        self.sim.record(event, stream)
+    }
+    fn record_anchor(&self, event: &Self::Event, stream: &SimStream) -> Result<Option<i64>, BackendError> {
+        // The collector's own anchors, recorded again and again: never retired (a backend
+        // resets them here itself).
+        self.sim.record_anchor(event, stream)
+    }
+    fn add_graph_record_node(
+        &self,
+        event: &Self::Event,
+        graph: &Self::Graph,
+        dependencies: &[Self::GraphNode],
+    ) -> Result<Self::GraphNode, BackendError> {
+        self.sim.add_graph_record_node(event, graph, dependencies)
+    }
+    fn is_complete(&self, event: &Self::Event) -> Result<bool, BackendError> {
+        self.sim.is_complete(event)
+    }
+    fn wait(&self, event: &Self::Event) -> Result<(), BackendError> {
+        self.sim.wait(event)
+    }
+    fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<Option<f32>, BackendError> {
+        self.sim.elapsed_ms(start, end)
+    }
+    fn host_now_ns(&self) -> i64 {
+        self.sim.host_now_ns()
+    }
+    fn retire(&self, event: &Self::Event) {
+        assert!(
+            self.written.lock().unwrap().remove(&address(event)),
+            "an event retired that was not recorded"
+        );
+        self.retired.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn every_collected_event_is_retired_once_before_its_slot_is_recorded_again() {
+    let sim = SimBackend::manual();
+    let gpu = Retiring { sim: sim.clone(), written: Arc::default(), retired: Arc::default() };
+    let sink = MemorySink::new();
+    // Four slots for lists of three events: every slot is reused many times.
+    let ctx = TracingContext::builder(gpu.clone()).capacity(4, 4).sink(sink.clone()).build().unwrap();
+    let stream = sim.stream();
+    let mut events = 0;
+    for i in 0..40 {
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("a")).unwrap();
+        sim.launch(&stream, MS);
+        list.zone_next(&stream, location!("b")).unwrap();
+        sim.launch(&stream, MS);
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        events += 3;
+        sim.advance(2 * MS);
+        if i % 3 == 0 {
+            ctx.collect().unwrap();
+        } else {
+            ctx.flush().unwrap();
+        }
+    }
+    ctx.flush().unwrap();
+    assert_eq!(sink.zones().len(), 80);
+    assert_eq!(ctx.stats().capacity, 4, "the slots were reused");
+    assert_eq!(gpu.retired.load(Ordering::Relaxed), events, "each event of each collected list retired once");
+    assert!(gpu.written.lock().unwrap().is_empty(), "an event left unretired");
+}
+
 // ---- Panic safety and reports ----
 
 /// A sink that panics on its first batch.

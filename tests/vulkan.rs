@@ -395,8 +395,8 @@ fn an_exhausted_pool_drops_zones_and_recovers_once_collected() {
 }
 
 #[test]
-fn a_query_is_reset_before_it_is_reused() {
-    let Some(gpu) = gpu("a_query_is_reset_before_it_is_reused") else { return };
+fn a_query_is_reset_when_retired_and_read_anew_after_reuse() {
+    let Some(gpu) = gpu("a_query_is_reset_when_retired_and_read_anew_after_reuse") else { return };
     let backend = &gpu.backend;
     let rec = Recorder::new(&gpu.device);
     let (start, end) = (backend.create_event().unwrap(), backend.create_event().unwrap());
@@ -405,7 +405,10 @@ fn a_query_is_reset_before_it_is_reused() {
         backend.record(&start, &commands).unwrap();
         gpu.spin(&commands, MS);
         backend.record(&end, &commands).unwrap();
-        assert!(!backend.is_complete(&end).unwrap(), "round {round}: recording reset the query");
+        assert!(
+            !backend.is_complete(&end).unwrap(),
+            "round {round}: the query was not reset since its last use"
+        );
         let cb = [commands.command_buffer()];
         // Safety: our command buffer, recorded above; the queue's lock is held.
         unsafe {
@@ -426,7 +429,42 @@ fn a_query_is_reset_before_it_is_reused() {
         backend.wait(&anchor).unwrap();
         let after = backend.elapsed(&end, &anchor).unwrap().unwrap();
         assert!(after.ns >= 0, "round {round}: the query holds this round's time, not an old one: {after:?}");
+        // What the collector does when a slot goes back to the pool.
+        const { assert!(<VulkanBackend as Backend>::RETIRES) };
+        backend.retire(&start);
+        backend.retire(&end);
+        assert!(!backend.is_complete(&end).unwrap(), "round {round}: retiring reset the query");
     }
+}
+
+/// A list recorded and dropped unsubmitted gives its slots back: the lists after it, on the
+/// same two queries, measure their own spins, and nothing is read from the dropped one.
+#[test]
+fn queries_of_a_list_dropped_unsubmitted_serve_the_next_list() {
+    let Some(gpu) = gpu("queries_of_a_list_dropped_unsubmitted_serve_the_next_list") else { return };
+    let backend = &gpu.backend;
+    let (ctx, sink) = context(backend, 2, 2);
+    let rec = Recorder::new(&gpu.device);
+    for round in 0..3 {
+        // Recorded into a command buffer that is reset, never submitted, and dropped.
+        let dropped = rec.begin(&gpu.queue);
+        let mut list = ctx.list();
+        list.zone_begin(&dropped, location!("dropped")).unwrap();
+        list.zone_end(&dropped).unwrap();
+        drop(list);
+        let commands = rec.begin(&gpu.queue);
+        let mut list = ctx.list();
+        list.zone_begin(&commands, location!("kept")).unwrap();
+        gpu.spin(&commands, MS);
+        list.zone_end(&commands).unwrap();
+        rec.submit(&ctx, &gpu.queue, commands, list);
+        ctx.flush().unwrap();
+        let zones = sink.zones();
+        assert_eq!(zones.len(), round + 1, "{zones:?}");
+        assert_eq!(zones[round].location.name(), "kept");
+        assert_spun(&zones[round], MS);
+    }
+    assert_eq!(ctx.stats().capacity, 2, "the two slots were reused");
 }
 
 /// Lists submitted over `rounds` rounds, collected as they go; returns the zones and the host

@@ -140,6 +140,9 @@ pub trait Backend: Send + Sync + 'static {
     /// calls its other event methods: its zones take slots only to travel through
     /// submission.
     const TIMING: Timing = Timing::Events;
+    /// Whether [`retire`](Self::retire) does anything. `false` (the default): the crate never
+    /// calls it.
+    const RETIRES: bool = false;
 
     /// A short name for reports ("sim", "cuda", "vulkan").
     fn name(&self) -> &'static str;
@@ -209,6 +212,17 @@ pub trait Backend: Send + Sync + 'static {
     fn host_clock_origin(&self) -> Option<std::time::Instant> {
         None
     }
+    /// Called with each event of a collected list (emitted, or failed) before its slot goes
+    /// back to the pool, on the collecting thread: never on the recording path. A backend
+    /// whose events must be reset before they are recorded again does it here (Vulkan's
+    /// queries). Not called for a list dropped unsubmitted (its events were recorded into
+    /// work that must never run, so never written), nor for the collector's anchors (a
+    /// backend resets those in [`record_anchor`](Self::record_anchor)). With
+    /// [`RETIRES`](Self::RETIRES) `false` it is never called. A panic here is caught; the
+    /// slot goes back all the same.
+    fn retire(&self, event: &Self::Event) {
+        let _ = event;
+    }
     /// Where the collector reads the work the GPU ran, for a backend whose
     /// [`TIMING`](Self::TIMING) is [`Timing::Activities`] (`Builder::build` refuses one that
     /// gives none). `None` (the default) for an event backend.
@@ -229,6 +243,23 @@ pub(crate) fn guarded<T>(
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(result) => result,
         Err(panic) => Err(BackendError::new(call, format!("panicked: {}", panic_message(panic.as_ref())))),
+    }
+}
+
+/// [`Backend::retire`] of every event of `chain`'s slots in `pool` (nothing unless
+/// [`Backend::RETIRES`]), a panic caught and the rest retired all the same.
+pub(crate) fn retire_chain<B: Backend, R>(
+    backend: &B,
+    pool: &crate::slots::pool::Pool<B::Event, R>,
+    chain: &crate::slots::freelist::Chain,
+) {
+    if B::RETIRES {
+        pool.for_each_event(chain, |event| {
+            let _ = guarded("Backend::retire", || {
+                backend.retire(event);
+                Ok(())
+            });
+        });
     }
 }
 

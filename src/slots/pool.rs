@@ -385,6 +385,20 @@ impl<E, R> Pool<E, R> {
         Ok(Chain { first: start, last: start + len as u32 - 1, len: len as u32 })
     }
 
+    /// Calls `f` with the event of each slot of `chain` (the caller's: owned, or submitted
+    /// and collected), first to last.
+    pub(crate) fn for_each_event(&self, chain: &Chain, mut f: impl FnMut(&E)) {
+        let mut index = chain.first;
+        for i in 0..chain.len {
+            f(&self.slot(index).event);
+            if i + 1 < chain.len {
+                // Relaxed: the chain is the caller's; its links were written by this thread
+                // or published to it with the chain.
+                index = self.slot(index).link.load(Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Owned -> Free: a list returns slots it did not submit (a segmented chain), to the
     /// calling thread's magazine (no atomic read-modify-write unless the magazine spills: then
     /// one CAS).

@@ -203,6 +203,9 @@ impl Backend for VulkanBackend {
     type GraphNode = std::convert::Infallible;
 
     const PLACEMENT: Placement = Placement::Submit;
+    /// Each query is reset from the host when its slot goes back to the pool, off the
+    /// recording path.
+    const RETIRES: bool = true;
 
     fn name(&self) -> &'static str {
         "vulkan"
@@ -241,9 +244,14 @@ impl Backend for VulkanBackend {
         };
         // Safety: `VulkanQueue::commands`'s contract: a command buffer of this device in the
         // recording state, recorded by this thread only; the query is owned by the caller's
-        // list (the `Backend::record_mark` contract).
-        unsafe { self.writer.reset_and_write(event, stream.command_buffer, stage) };
+        // list (the `Backend::record_mark` contract) and reset: made reset, and retired
+        // (reset) each time its slot went back to the pool.
+        unsafe { self.writer.write(event, stream.command_buffer, stage) };
         Ok(())
+    }
+
+    fn retire(&self, event: &TimestampQuery) {
+        event.reset(&self.writer);
     }
 
     fn record_anchor(&self, event: &TimestampQuery, _stream: &Commands) -> Result<Option<i64>, BackendError> {

@@ -8,7 +8,8 @@
 //! | [`Backend`] call   | Vulkan                                                              |
 //! | ------------------ | ------------------------------------------------------------------- |
 //! | `create_event`     | a query of a `VkQueryPool` of timestamps, pools made on demand as pages (64 queries, doubling up to 4096), reset from the host when made |
-//! | `record_mark`      | `vkResetQueryPool` of the query (host, Vulkan 1.2), then `vkCmdWriteTimestamp` into the application's command buffer: a zone begin at `TOP_OF_PIPE`, an end (and a `zone_next`) at `BOTTOM_OF_PIPE` |
+//! | `record_mark`      | `vkCmdWriteTimestamp` into the application's command buffer: a zone begin at `TOP_OF_PIPE`, an end (and a `zone_next`) at `BOTTOM_OF_PIPE` (the query is reset already) |
+//! | `retire`           | `vkResetQueryPool` of the query (host, Vulkan 1.2), in the collector, when its collected list's slot goes back to the pool: off the recording path |
 //! | `record_anchor`    | calibrated: `vkGetCalibratedTimestampsEXT` (device clock and `CLOCK_MONOTONIC` together); fallback: a one-command submission to queue 0 |
 //! | `elapsed`          | `vkGetQueryPoolResults(TYPE_64, WITH_AVAILABILITY)`, never `WAIT`: exact nanoseconds, or `None` while unavailable |
 //! | `is_complete`      | availability, as above                                              |

@@ -96,24 +96,24 @@ impl QueryWriter {
         }
     }
 
-    /// Resets `query` from the host, then writes its timestamp into `command_buffer` at
-    /// `stage`.
+    /// Writes `query`'s timestamp into `command_buffer` at `stage`.
     ///
     /// # Safety
     ///
     /// `command_buffer` is a command buffer of the writer's device in the recording state,
     /// recorded by the calling thread only, and `query` (of the same device) is owned by the
-    /// caller ([`TimestampQuery::reset`]'s conditions).
+    /// caller and reset since it was last written (made reset, or retired:
+    /// `Backend::retire`).
     #[inline]
-    pub(super) unsafe fn reset_and_write(
+    pub(super) unsafe fn write(
         &self,
         query: &TimestampQuery,
         command_buffer: vk::CommandBuffer,
         stage: vk::PipelineStageFlags,
     ) {
-        query.reset(self);
-        // Safety: the caller's command buffer (recording, this thread only) and query, just
-        // reset; its pool is alive (held by the query's `page`).
+        // Safety: the caller's command buffer (recording, this thread only) and query, reset
+        // (unavailable) as `vkCmdWriteTimestamp` needs; its pool is alive (held by the
+        // query's `page`).
         unsafe { (self.cmd_write_timestamp)(command_buffer, stage, query.page.raw, query.index) };
     }
 }
@@ -144,7 +144,8 @@ impl TimestampQuery {
         self.index
     }
 
-    /// Resets the query from the host, for a new write by a command buffer.
+    /// Resets the query from the host, for a new write by a command buffer: when its slot
+    /// goes back to the pool (`Backend::retire`), or before an anchor's submission.
     #[inline]
     pub(super) fn reset(&self, writer: &QueryWriter) {
         // Only an anchor is ever host-stamped: a slot's query reads the flag (on the line it
@@ -152,10 +153,11 @@ impl TimestampQuery {
         if self.host_stamped.load(Ordering::Relaxed) {
             self.host_stamped.store(false, Ordering::Relaxed);
         }
-        // Safety: the query is owned by the caller (a list recording it, or the collector's
-        // anchor), so no submitted command that refers to it is still pending (its last
-        // list was collected once the query was available, or dropped unsubmitted) and no
-        // other thread reads or resets it now (VUID-vkResetQueryPool-firstQuery-02741/02742);
+        // Safety: the query is owned by the caller (the collector retiring the slot of a
+        // list it collected once the query was available, a thread dropping a list never
+        // submitted, or the collector's anchor), so no submitted command that refers to it is
+        // still pending and no other thread reads or resets it now
+        // (VUID-vkResetQueryPool-firstQuery-02741/02742);
         // its pool is alive (held by `page`) and of the writer's device (`QueryWriter::new`).
         unsafe { (writer.reset_query_pool)(writer.device, self.page.raw, self.index, 1) };
     }

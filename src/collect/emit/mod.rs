@@ -178,8 +178,10 @@ impl<B: Backend> EventOrder<B> {
         for concurrent in self.concurrent.take_reports() {
             phase.fail(concurrent);
         }
-        // Submitted -> Free: every collected list in one CAS.
+        // Submitted -> Free: every collected list in one CAS, its events retired first
+        // (`Backend::retire`: Vulkan resets its queries here, off the recording path).
         if let Some(chain) = release {
+            crate::backend::retire_chain(ctx.backend(), ctx.pool(), &chain);
             ctx.pool().release_submitted(chain);
         }
         let ended = phase.delivery.end_phase(ctx);

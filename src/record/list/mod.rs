@@ -432,6 +432,8 @@ impl<B: Backend> Drop for EventList<B> {
         self.ctx.record_buffers().give_back_on_thread(std::mem::take(&mut self.records));
         let pool = self.ctx.pool();
         let recorded = self.runs.used() > 0;
+        // Its events need no `Backend::retire`: recorded into a command buffer that is never
+        // submitted (a dropped list's must not be), they were never written.
         if let Some(chain) = self.runs.take_all(pool) {
             pool.release_owned(chain);
         }
