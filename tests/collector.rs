@@ -401,6 +401,40 @@ fn a_new_graph_per_step_never_exhausts_a_small_pool() {
 
 // ---- Safe during graph capture: no query, no synchronize ----
 
+/// The `Backend` items a test backend over the simulated GPU (its field `sim`) takes
+/// unchanged: the types, events, streams, keys, graph nodes and the host clock.
+macro_rules! sim_backend_basics {
+    () => {
+        type Event = <SimBackend as Backend>::Event;
+        type Stream = SimStream;
+        type Graph = <SimBackend as Backend>::Graph;
+        type GraphNode = <SimBackend as Backend>::GraphNode;
+        fn create_event(&self) -> Result<Self::Event, BackendError> {
+            self.sim.create_event()
+        }
+        fn create_stream(&self) -> Result<SimStream, BackendError> {
+            self.sim.create_stream()
+        }
+        fn stream_key(&self, stream: &SimStream) -> u64 {
+            self.sim.stream_key(stream)
+        }
+        fn graph_key(&self, graph: &Self::Graph) -> u64 {
+            self.sim.graph_key(graph)
+        }
+        fn add_graph_record_node(
+            &self,
+            event: &Self::Event,
+            graph: &Self::Graph,
+            dependencies: &[Self::GraphNode],
+        ) -> Result<Self::GraphNode, BackendError> {
+            self.sim.add_graph_record_node(event, graph, dependencies)
+        }
+        fn host_now_ns(&self) -> i64 {
+            self.sim.host_now_ns()
+        }
+    };
+}
+
 /// The simulated GPU, but a query or a wait during `collect` fails the test (`cuEventQuery`
 /// and `cuEventSynchronize` can invalidate another thread's stream capture), and the next
 /// time read can be held up ([`Gate`]).
@@ -425,35 +459,12 @@ struct Gate {
 }
 
 impl Backend for NoQueries {
-    type Event = <SimBackend as Backend>::Event;
-    type Stream = SimStream;
-    type Graph = <SimBackend as Backend>::Graph;
-    type GraphNode = <SimBackend as Backend>::GraphNode;
+    sim_backend_basics!();
     fn name(&self) -> &'static str {
         "no-queries"
     }
-    fn create_event(&self) -> Result<Self::Event, BackendError> {
-        self.sim.create_event()
-    }
-    fn create_stream(&self) -> Result<SimStream, BackendError> {
-        self.sim.create_stream()
-    }
-    fn stream_key(&self, stream: &SimStream) -> u64 {
-        self.sim.stream_key(stream)
-    }
-    fn graph_key(&self, graph: &Self::Graph) -> u64 {
-        self.sim.graph_key(graph)
-    }
     fn record(&self, event: &Self::Event, stream: &SimStream) -> Result<(), BackendError> {
         self.sim.record(event, stream)
-    }
-    fn add_graph_record_node(
-        &self,
-        event: &Self::Event,
-        graph: &Self::Graph,
-        dependencies: &[Self::GraphNode],
-    ) -> Result<Self::GraphNode, BackendError> {
-        self.sim.add_graph_record_node(event, graph, dependencies)
     }
     fn is_complete(&self, event: &Self::Event) -> Result<bool, BackendError> {
         assert!(!self.collecting.load(Ordering::Relaxed), "collect queried an event");
@@ -470,9 +481,6 @@ impl Backend for NoQueries {
             let _ = gate.go.recv_timeout(std::time::Duration::from_secs(10));
         }
         self.sim.elapsed_ms(start, end)
-    }
-    fn host_now_ns(&self) -> i64 {
-        self.sim.host_now_ns()
     }
 }
 
@@ -515,25 +523,10 @@ fn address<T>(event: &T) -> usize {
 }
 
 impl Backend for Retiring {
-    type Event = <SimBackend as Backend>::Event;
-    type Stream = SimStream;
-    type Graph = <SimBackend as Backend>::Graph;
-    type GraphNode = <SimBackend as Backend>::GraphNode;
+    sim_backend_basics!();
     const RETIRES: bool = true;
     fn name(&self) -> &'static str {
         "retiring"
-    }
-    fn create_event(&self) -> Result<Self::Event, BackendError> {
-        self.sim.create_event()
-    }
-    fn create_stream(&self) -> Result<SimStream, BackendError> {
-        self.sim.create_stream()
-    }
-    fn stream_key(&self, stream: &SimStream) -> u64 {
-        self.sim.stream_key(stream)
-    }
-    fn graph_key(&self, graph: &Self::Graph) -> u64 {
-        self.sim.graph_key(graph)
     }
     fn record(&self, event: &Self::Event, stream: &SimStream) -> Result<(), BackendError> {
         assert!(
@@ -547,14 +540,6 @@ impl Backend for Retiring {
         // resets them here itself).
         self.sim.record_anchor(event, stream)
     }
-    fn add_graph_record_node(
-        &self,
-        event: &Self::Event,
-        graph: &Self::Graph,
-        dependencies: &[Self::GraphNode],
-    ) -> Result<Self::GraphNode, BackendError> {
-        self.sim.add_graph_record_node(event, graph, dependencies)
-    }
     fn is_complete(&self, event: &Self::Event) -> Result<bool, BackendError> {
         self.sim.is_complete(event)
     }
@@ -563,9 +548,6 @@ impl Backend for Retiring {
     }
     fn elapsed_ms(&self, start: &Self::Event, end: &Self::Event) -> Result<Option<f32>, BackendError> {
         self.sim.elapsed_ms(start, end)
-    }
-    fn host_now_ns(&self) -> i64 {
-        self.sim.host_now_ns()
     }
     fn retire(&self, event: &Self::Event) {
         assert!(

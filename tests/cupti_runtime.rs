@@ -120,6 +120,26 @@ impl Drop for RuntimeSpin {
 
 unsafe extern "C" fn nothing(_: *mut c_void) {}
 
+/// The hold limit of [`traced`]'s context.
+const HOLD: Duration = Duration::from_secs(2);
+
+/// A context on CUPTI with the hold limit [`HOLD`], and its memory sink.
+fn traced(gpu: &cupti_common::Gpu) -> (TracingContext<CuptiBackend>, MemorySink) {
+    let memory = MemorySink::new();
+    let cupti = CuptiBackend::with_config(gpu.cuda.clone(), CuptiConfig::default()).unwrap();
+    let ctx = TracingContext::builder(cupti).hold_limit(HOLD).sink(memory.clone()).build().unwrap();
+    (ctx, memory)
+}
+
+/// No list came out partial, empty or late, nothing was lost, and the run, recorded and
+/// flushed in `elapsed`, never waited for the hold limit.
+fn assert_nothing_held(stats: &gpu_event_pool::Stats, elapsed: Duration) {
+    let activity = &stats.activity;
+    assert_eq!((activity.lists_partial, activity.empty_zones, activity.late), (0, 0, 0), "{stats:?}");
+    assert_eq!(activity.losses, Default::default(), "{stats:?}");
+    assert!(elapsed < HOLD, "a list waited for the hold limit: {elapsed:?}");
+}
+
 #[test]
 fn runtime_launches_are_each_a_zone_in_their_zone_and_nothing_waits_for_the_inner_driver_call() {
     let test = "runtime_launches_are_each_a_zone_in_their_zone_and_nothing_waits_for_the_inner_driver_call";
@@ -128,10 +148,7 @@ fn runtime_launches_are_each_a_zone_in_their_zone_and_nothing_waits_for_the_inne
         return;
     }
     let spin = RuntimeSpin::load();
-    let hold = Duration::from_secs(2);
-    let memory = MemorySink::new();
-    let cupti = CuptiBackend::with_config(gpu.cuda.clone(), CuptiConfig::default()).unwrap();
-    let ctx = TracingContext::builder(cupti).hold_limit(hold).sink(memory.clone()).build().unwrap();
+    let (ctx, memory) = traced(&gpu);
     let started = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..THREADS {
@@ -198,9 +215,7 @@ fn runtime_launches_are_each_a_zone_in_their_zone_and_nothing_waits_for_the_inne
     // Every kernel and memset a zone, once: a runtime launch counted twice (its inner driver
     // call as a launch of its own) would leave each list waiting, partial after the hold.
     assert_eq!(activity.activities, THREADS * LISTS * 3, "{stats:?}");
-    assert_eq!((activity.lists_partial, activity.empty_zones, activity.late), (0, 0, 0), "{stats:?}");
-    assert_eq!(activity.losses, Default::default(), "{stats:?}");
-    assert!(elapsed < hold, "a list waited for the hold limit: {elapsed:?}");
+    assert_nothing_held(&stats, elapsed);
 }
 
 /// cuBLAS's entry points this test calls, from libcublas opened at run time.
@@ -316,10 +331,7 @@ fn cublas_gemms_are_each_kernels_named_and_nested_in_their_zones() {
         gemm(*handle, *m);
         stream.synchronize().unwrap();
     }
-    let hold = Duration::from_secs(2);
-    let memory = MemorySink::new();
-    let cupti = CuptiBackend::with_config(gpu.cuda.clone(), CuptiConfig::default()).unwrap();
-    let ctx = TracingContext::builder(cupti).hold_limit(hold).sink(memory.clone()).build().unwrap();
+    let (ctx, memory) = traced(&gpu);
     let started = Instant::now();
     std::thread::scope(|s| {
         for (stream, handle, m) in &workers {
@@ -368,9 +380,7 @@ fn cublas_gemms_are_each_kernels_named_and_nested_in_their_zones() {
     let activity = stats.activity;
     // Every kernel cuBLAS launched is in a list, once, and nothing waited for the hold limit.
     assert_eq!(activity.activities, kernels, "{stats:?}");
-    assert_eq!((activity.lists_partial, activity.empty_zones, activity.late), (0, 0, 0), "{stats:?}");
-    assert_eq!(activity.losses, Default::default(), "{stats:?}");
-    assert!(elapsed < hold, "a list waited for the hold limit: {elapsed:?}");
+    assert_nothing_held(&stats, elapsed);
     drop(ctx);
     for (_, handle, m) in workers {
         // Safety: every stream is synchronized: nothing uses the handle or the allocations.
