@@ -246,23 +246,6 @@ pub(crate) fn guarded<T>(
     }
 }
 
-/// [`Backend::retire`] of every event of `chain`'s slots in `pool` (nothing unless
-/// [`Backend::RETIRES`]), a panic caught and the rest retired all the same.
-pub(crate) fn retire_chain<B: Backend, R>(
-    backend: &B,
-    pool: &crate::slots::pool::Pool<B::Event, R>,
-    chain: &crate::slots::freelist::Chain,
-) {
-    if B::RETIRES {
-        pool.for_each_event(chain, |event| {
-            let _ = guarded("Backend::retire", || {
-                backend.retire(event);
-                Ok(())
-            });
-        });
-    }
-}
-
 /// [`Backend::create_event`], a panic caught as its error ([`guarded`]).
 pub(crate) fn create_event<B: Backend>(backend: &B) -> Result<B::Event, BackendError> {
     guarded("Backend::create_event", || backend.create_event())

@@ -181,7 +181,7 @@ impl<B: Backend> EventOrder<B> {
         // Submitted -> Free: every collected list in one CAS, its events retired first
         // (`Backend::retire`: Vulkan resets its queries here, off the recording path).
         if let Some(chain) = release {
-            crate::backend::retire_chain(ctx.backend(), ctx.pool(), &chain);
+            retire_chain(ctx, &chain);
             ctx.pool().release_submitted(chain);
         }
         let ended = phase.delivery.end_phase(ctx);
@@ -449,6 +449,19 @@ fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Chain) 
         None => list,
         Some(chain) => chain.then(ctx.pool(), list),
     });
+}
+
+/// [`Backend::retire`] of every event of `chain`'s slots (nothing unless
+/// [`Backend::RETIRES`]), a panic caught and the rest retired all the same.
+fn retire_chain<B: Backend>(ctx: &Inner<B>, chain: &crate::slots::freelist::Chain) {
+    if B::RETIRES {
+        ctx.pool().for_each_event(chain, |event| {
+            let _ = guarded("Backend::retire", || {
+                ctx.backend().retire(event);
+                Ok(())
+            });
+        });
+    }
 }
 
 #[cfg(all(test, not(gpu_event_pool_loom)))]
