@@ -1,7 +1,11 @@
 //! The demo workload: many threads record command buffers on one or more GPUs (simulated by
 //! default) while one collector thread drains every GPU's tracing context (the recording
 //! threads also collect after each submit, unless `--recorders-collect false`); prints a
-//! summary and writes one Chrome/Perfetto trace, with one process per GPU.
+//! summary and writes one Chrome/Perfetto trace, with one process per GPU. On the simulated
+//! GPU a recording thread waits while its stream has more than 2 ms of work queued, as a
+//! runtime bounds its command buffers in flight: many threads on few streams then keep every
+//! zone (8 threads on 1 stream, 2,000 lists each: 272,000 zones, none dropped, 2.5 s on the
+//! 2-core development machine).
 //!
 //! ```text
 //! cargo run --release --example demo -- --threads 8 --lists 500 --zones 32 --trace out.json
@@ -173,6 +177,13 @@ trait DemoGpu: Sync {
     fn begin(&self, queue: &mut Self::Queue) -> DemoResult<Stream<Self>>;
     /// Queues a kernel that runs for about `ns` nanoseconds.
     fn kernel(&self, stream: &Stream<Self>, ns: i64) -> DemoResult<()>;
+    /// Waits, before a command buffer is recorded on `stream`, while the GPU has more than a
+    /// few command buffers of it queued: the bound on work in flight every runtime keeps
+    /// (past it, recording threads that outrun the GPU only fill the pool). Default: no
+    /// wait (the real GPUs' spin kernels keep up with the demo's threads).
+    fn wait_for_room(&self, stream: &Stream<Self>) {
+        let _ = stream;
+    }
     /// Submits the command buffer and its list.
     fn submit(
         &self,
@@ -220,7 +231,20 @@ impl DemoGpu for SimBackend {
         self.launch(stream, ns);
         Ok(())
     }
+    fn wait_for_room(&self, stream: &Stream<Self>) {
+        loop {
+            let queued = self.pending_ns(stream);
+            if queued <= MAX_QUEUED_NS {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_nanos((queued - MAX_QUEUED_NS) as u64));
+        }
+    }
 }
+
+/// The most GPU work a simulated stream has queued before a recording thread waits to record
+/// on it (about 13 of the demo's command buffers of 16 dispatches).
+const MAX_QUEUED_NS: i64 = 2_000_000;
 
 #[cfg(feature = "cuda")]
 mod cuda_gpu {
@@ -726,6 +750,7 @@ fn record_thread<G: DemoGpu>(
         let queue = &device.streams[turn / devices.len() % device.streams.len()];
         let mut queue = queue.lock().unwrap_or_else(|p| p.into_inner());
         let stream = device.gpu.begin(&mut queue)?;
+        device.gpu.wait_for_room(&stream);
         #[cfg(feature = "tracing")]
         let _span =
             args.cpu_spans().then(|| tracing::info_span!("record command buffer", list = i).entered());
