@@ -154,9 +154,9 @@ impl TimestampQuery {
             self.host_stamped.store(false, Ordering::Relaxed);
         }
         // Safety: the query is owned by the caller (the collector retiring the slot of a
-        // list it collected once the query was available, a thread dropping a list never
-        // submitted, or the collector's anchor), so no submitted command that refers to it is
-        // still pending and no other thread reads or resets it now
+        // list it collected once the query was available, or the collector's anchor), so no
+        // submitted command that refers to it is still pending and no other thread reads or
+        // resets it now
         // (VUID-vkResetQueryPool-firstQuery-02741/02742);
         // its pool is alive (held by `page`) and of the writer's device (`QueryWriter::new`).
         unsafe { (writer.reset_query_pool)(writer.device, self.page.raw, self.index, 1) };

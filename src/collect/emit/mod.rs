@@ -453,7 +453,7 @@ fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Chain) 
 
 /// [`Backend::retire`] of every event of `chain`'s slots (nothing unless
 /// [`Backend::RETIRES`]), a panic caught and the rest retired all the same.
-fn retire_chain<B: Backend>(ctx: &Inner<B>, chain: &crate::slots::freelist::Chain) {
+fn retire_chain<B: Backend>(ctx: &Inner<B>, chain: &Chain) {
     if B::RETIRES {
         ctx.pool().for_each_event(chain, |event| {
             let _ = guarded("Backend::retire", || {
