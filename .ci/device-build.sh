@@ -20,7 +20,7 @@ for line in sys.stdin:
 ' | while read -r name path; do cp "$path" "$1/$2$name"; done
 }
 cargo test --profile bench --features cuda,cupti,vulkan,wgpu --no-run --message-format=json \
-    --test cuda --test cuda_devices --test cupti --test cupti_source --test cupti_runtime --test vulkan --test wgpu | copy "$out" test-
+    --test cuda --test cuda_devices --test cupti --test cupti_source --test cupti_runtime --test vulkan --test wgpu --test wgpu_ports | copy "$out" test-
 cargo build --profile bench --features cuda,cupti,vulkan,tracing --example demo --message-format=json | copy "$out" ""
 cargo bench -p gpu-event-pool-benches --features cuda,cupti,vulkan,wgpu --no-run --message-format=json \
     --bench cuda --bench cupti --bench vulkan --bench wgpu --bench latency --bench phases | copy "$out" bench-

@@ -7,6 +7,8 @@
 #   benches cuda, cupti, latency, phases (and vulkan, wgpu when a Vulkan loader is carried)
 #   interleaved  the CUPTI bench of a base build (.device-bench/bench-cupti-base, built by
 #           hand from the base commit) and of this one, in turns, three times each
+#   phases-turns  the phases bench's one-collector variants of a base build
+#           (.device-bench/bench-phases-base) and of this one, in turns, three times each
 # The Vulkan loader: carry .gl/ (the device tool's README says how to fetch its debs); it is
 # unpacked here and NVIDIA's ICD named.
 # e.g. `bash .ci/device-run.sh tests demos` (about 4 minutes), `bash .ci/device-run.sh benches`.
@@ -28,10 +30,11 @@ if [ -d .gl ]; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
 nvidia-smi >> "$out/runs/commit.txt" 2>&1
+machine="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) host, $(nproc) CPU cores"
 for what in "$@"; do
     case "$what" in
     tests)
-        for t in cuda cuda_devices cupti cupti_source cupti_runtime vulkan wgpu; do
+        for t in cuda cuda_devices cupti cupti_source cupti_runtime vulkan wgpu wgpu_ports; do
             [ -x "$bin/test-$t" ] || continue
             GPU_EVENT_POOL_REQUIRE_CUDA=1 GPU_EVENT_POOL_REQUIRE_VULKAN=1 GPU_EVENT_POOL_REQUIRE_WGPU=1 "$bin/test-$t" --test-threads=1 --nocapture > "$out/runs/test-$t.txt" 2>&1
             echo "test $t: exit $?" | tee -a "$out/runs/summary.txt"
@@ -48,7 +51,7 @@ for what in "$@"; do
     benches)
         for b in cuda cupti latency phases vulkan wgpu; do
             [ -x "$bin/bench-$b" ] || continue
-            BENCH_RESULTS_DIR="$out/runs" BENCH_MACHINE="NVIDIA H200 host, 16 CPU cores" \
+            BENCH_RESULTS_DIR="$out/runs" BENCH_MACHINE="$machine" \
                 "$bin/bench-$b" --bench > "$out/runs/bench-$b.txt" 2>&1
             echo "bench $b: exit $?" | tee -a "$out/runs/summary.txt"
         done ;;
@@ -60,6 +63,17 @@ for what in "$@"; do
                 echo "== $side $i" >> "$out/runs/interleaved.txt"
                 BENCH_CUPTI_THREADS=1,16 BENCH_RESULTS_DIR="/tmp/interleaved-$side-$i" "$exe" --bench >> "$out/runs/interleaved.txt" 2>&1
                 echo "cupti $side $i: exit $?" | tee -a "$out/runs/summary.txt"
+            done
+        done ;;
+    phases-turns)
+        [ -x "$bin/bench-phases-base" ] || { echo "no $bin/bench-phases-base" | tee -a "$out/runs/summary.txt"; continue; }
+        for i in 1 2 3; do
+            for side in base head; do
+                exe="$bin/bench-phases"; [ "$side" = base ] && exe="$bin/bench-phases-base"
+                echo "== $side $i" >> "$out/runs/phases-turns.txt"
+                BENCH_PHASES_VARIANTS=serial_batch32,e2e_nop BENCH_PHASES_THREADS=1,16 BENCH_MACHINE="$machine" \
+                    BENCH_PHASES_JSONL="$out/runs/phases-turns-$side.jsonl" "$exe" --bench >> "$out/runs/phases-turns.txt" 2>&1
+                echo "phases $side $i: exit $?" | tee -a "$out/runs/summary.txt"
             done
         done ;;
     esac

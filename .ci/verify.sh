@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Verification (docs/verification.md): the loom models, Miri, and ThreadSanitizer.
+# Verification (docs/verification.md): the mutation run's survivors, the loom models, Miri,
+# and ThreadSanitizer.
 #
+#   mutants  the last full cargo-mutants run (committed in verify/mutants/, made by hand with
+#          .ci/mutants.sh): every mutant it left alive is listed as equivalent. No build.
 #   loom   stable toolchain; always runs. Bounded models at LOOM_MAX_PREEMPTIONS (default 2):
-#          the loom_* targets and the models built into the crate (slots::loom_head).
+#          the loom_* targets and the models built into the crate (slots::loom_head, and with
+#          the cupti feature backend::cupti::flush::loom_flush).
 #   Miri   nightly + miri + rust-src; the hand-off test (tests/handoff.rs) also with 64 seeds.
 #   TSan   nightly + rust-src (std is rebuilt with the sanitizer).
 #   GenMC  the C11 model of the collect/flush hand-off (verify/), GenMC from
@@ -61,15 +65,17 @@ nightly_with() {
 }
 
 step "loom models (RUSTFLAGS=\"--cfg gpu_event_pool_loom\", LOOM_MAX_PREEMPTIONS=$PREEMPTIONS, release)"
+# Feature cupti: the model of the CUPTI record hand-off (cudarc builds without CUDA).
 timed "loom build" 1200 env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_DIR="$TARGET/loom" \
-    cargo test --release --lib --test 'loom_*' --no-run
+    cargo test --release --features cupti --lib --test 'loom_*' --no-run
 timed "loom models" 900 env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_DIR="$TARGET/loom" \
-    LOOM_MAX_PREEMPTIONS="$PREEMPTIONS" cargo test --release --test 'loom_*'
+    LOOM_MAX_PREEMPTIONS="$PREEMPTIONS" cargo test --release --features cupti --test 'loom_*'
 # The models built into the crate (loom-tests/head.rs: only slots/ can make the handles it
-# checks). Only those: the crate's other unit tests are not loom models.
-timed "loom models in the crate (slots::loom_head)" 300 env RUSTFLAGS="--cfg gpu_event_pool_loom" \
-    CARGO_TARGET_DIR="$TARGET/loom" LOOM_MAX_PREEMPTIONS="$PREEMPTIONS" \
-    cargo test --release --lib loom_head
+# checks; loom-tests/cupti_flush.rs: the CUPTI source's queue is private). Only those: the
+# crate's other unit tests are not loom models.
+timed "loom models in the crate (slots::loom_head, backend::cupti::flush::loom_flush)" 300 \
+    env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_DIR="$TARGET/loom" \
+    LOOM_MAX_PREEMPTIONS="$PREEMPTIONS" cargo test --release --features cupti --lib -- loom_head loom_flush
 
 step "nightly toolchain for Miri and ThreadSanitizer"
 if nightly_with miri rust-src; then
@@ -144,5 +150,8 @@ else
         exit 1
     fi
 fi
+
+step "mutation testing: the last full run's survivors are all explained (.ci/mutants.sh --check)"
+timed "mutants, survivors explained" 120 bash .ci/mutants.sh --check
 
 print_summary

@@ -123,6 +123,7 @@ fn workload(lists: u64) -> Vec<Call> {
                 zones_dropped: 0,
                 lists_pending: (next() % 32) as usize,
                 lag_ns: Some((next() % 200_000) as i64),
+                clock_bound_ns: Some(next() % 5_000),
             };
             calls.push(Call::Counters(sample));
         }

@@ -13,8 +13,8 @@
 //!    ended at once (two timestamps), timed for the recording only; the encoder is made
 //!    before, and resolved, submitted and read back after, untimed (the device is waited for
 //!    between frames, so lavapipe's own threads do not run during a timed window):
-//!    - `crate_scope`: `EventList::scope` (a guard; its begin and end each take a slot and a
-//!      query and write `CommandEncoder::write_timestamp`);
+//!    - `crate_scope`: `WgpuList::scope` on the frame's `wgpu::CommandEncoder` (a guard; its
+//!      begin and end each take a slot and a query and write `CommandEncoder::write_timestamp`);
 //!    - `crate_zone_next`: `zone_begin`, 62 `zone_next`, `zone_end`: 64 adjacent zones in 65
 //!      timestamps, the crate's own way of timing back-to-back work;
 //!    - `wgpu_profiler`: `GpuProfiler::scope` (debug groups off, as lavapipe needs);
@@ -29,7 +29,7 @@
 //! the ratios at the 25th percentile. Without an adapter it says `SKIPPED` and returns.
 
 use gpu_event_pool::backend::wgpu::{WgpuBackend, WgpuQueue};
-use gpu_event_pool::{location, EventList, SourceLocation, TracingContext};
+use gpu_event_pool::{location, SourceLocation, TracingContext, WgpuList};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 use wgpu_profiler::{GpuProfiler, GpuProfilerSettings};
@@ -138,19 +138,19 @@ fn round(bench: &mut Bench, variant: Variant) -> f64 {
     for _ in 0..FRAMES_PER_ROUND {
         match variant {
             Variant::CrateScope | Variant::CrateZoneNext => {
-                let encoder = bench.ctx.backend().encoder(&bench.lane, None);
-                let mut list = bench.ctx.list();
+                let mut encoder = bench.device.create_command_encoder(&Default::default());
+                let mut list = bench.ctx.wgpu_list(&bench.lane);
                 let started = Instant::now();
                 if variant == Variant::CrateScope {
                     for _ in 0..SCOPES_PER_FRAME {
-                        drop(list.scope(&encoder, SCOPE));
+                        drop(list.scope(&mut encoder, SCOPE));
                     }
                 } else {
-                    zone_next_frame(&mut list, &encoder);
+                    zone_next_frame(&mut list, &mut encoder);
                 }
                 recording += started.elapsed();
-                let cb = encoder.finish().expect("finish");
-                bench.ctx.queue_submit(&bench.lane, [cb], vec![list]).expect("queue_submit");
+                list.resolve(&mut encoder).expect("resolve");
+                bench.ctx.queue_submit(&bench.lane, [encoder.finish()], [list]).expect("queue_submit");
                 wait(&bench.device);
                 bench.ctx.collect().expect("collect");
             }
@@ -183,7 +183,7 @@ fn round(bench: &mut Bench, variant: Variant) -> f64 {
     recording.as_nanos() as f64 / (FRAMES_PER_ROUND as f64 * f64::from(SCOPES_PER_FRAME))
 }
 
-fn zone_next_frame(list: &mut EventList<WgpuBackend>, encoder: &gpu_event_pool::backend::wgpu::WgpuEncoder) {
+fn zone_next_frame(list: &mut WgpuList, encoder: &mut wgpu::CommandEncoder) {
     let _ = list.zone_begin(encoder, SCOPE);
     for _ in 1..SCOPES_PER_FRAME {
         let _ = list.zone_next(encoder, SCOPE);
@@ -255,12 +255,12 @@ fn thread_round(bench: &mut Bench, threads: usize, profiler: bool) -> f64 {
                         (start, Instant::now(), raw, encoders, lists)
                     } else {
                         for _ in 0..ENCODERS_PER_THREAD {
-                            encoders.push(bench.ctx.backend().encoder(&bench.lane, None));
-                            lists.push(bench.ctx.list());
+                            encoders.push(bench.device.create_command_encoder(&Default::default()));
+                            lists.push(bench.ctx.wgpu_list(&bench.lane));
                         }
                         barrier.wait();
                         let start = Instant::now();
-                        for (encoder, list) in encoders.iter().zip(&mut lists) {
+                        for (encoder, list) in encoders.iter_mut().zip(&mut lists) {
                             for _ in 0..SCOPES_PER_ENCODER {
                                 drop(list.scope(encoder, SCOPE));
                             }
@@ -282,10 +282,11 @@ fn thread_round(bench: &mut Bench, threads: usize, profiler: bool) -> f64 {
     let mut raw_encoders = Vec::new();
     for (_, _, raw, encoders, lists) in recorded {
         raw_encoders.extend(raw);
-        for encoder in encoders {
-            command_buffers.push(encoder.finish().expect("finish"));
+        for (mut encoder, mut list) in encoders.into_iter().zip(lists) {
+            list.resolve(&mut encoder).expect("resolve");
+            command_buffers.push(encoder.finish());
+            all_lists.push(list);
         }
-        all_lists.extend(lists);
     }
     if profiler {
         // wgpu-profiler resolves with `&mut self`: on one thread, after the others, into an

@@ -110,11 +110,18 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     perfetto: Option<PathBuf>,
     /// Keep the last SECONDS of every GPU's zones in a flight recorder: a zone over 4 times
-    /// its name's p99 dumps them into `flight-recorder/` (at most one dump every 10 s), and
-    /// the end of the run writes them to `flight-recorder/last.pftrace`.
+    /// its name's p99 dumps them into `flight-recorder/` (at most one dump every 10 s; silent
+    /// for a name until the statistics hold 100 zones of it: the stall of `--stall` is
+    /// caught, the first zones of a short run are not), and the end of the run writes them to
+    /// `flight-recorder/last.pftrace`.
     #[cfg(feature = "perfetto")]
     #[arg(long, value_name = "SECONDS")]
     flight_recorder: Option<f64>,
+    /// One dispatch halfway through thread 0's command buffers runs 10 times its kernel's
+    /// usual length (a stall, as a real run has now and then), for the flight recorder's
+    /// trigger to catch. `--stall false`: every dispatch at its usual length.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    stall: bool,
     /// CUPTI activity buffers, all allocated at start (`--backend cupti`): CUPTI drops records
     /// while none is free [default: `CuptiConfig::default()`'s, 64].
     #[cfg(feature = "cupti")]
@@ -242,6 +249,12 @@ impl DemoGpu for SimBackend {
     }
 }
 
+/// How many times its kernel's mean length the stalled dispatch of `--stall` runs: over the
+/// flight recorder's trigger of 4 times the kernel's p99, since a kernel's lengths are drawn
+/// from half to one and a half times its mean (a p99 under 1.5 times it, 4 times that under
+/// 6 times it).
+const STALL: i64 = 10;
+
 /// The most GPU work a simulated stream has queued before a recording thread waits to record
 /// on it (about 13 of the demo's command buffers of 16 dispatches).
 const MAX_QUEUED_NS: i64 = 2_000_000;
@@ -299,6 +312,10 @@ mod cuda_gpu {
         }
     }
 }
+
+/// How often the traces sample the pool's counters: a millisecond, a few hundred samples in a
+/// default run (every emit phase would be thousands).
+const COUNTERS_EVERY: Duration = Duration::from_millis(1);
 
 /// `--initial-capacity` when not given (cut to `--capacity`).
 const DEFAULT_INITIAL_CAPACITY: u32 = 64;
@@ -371,7 +388,7 @@ impl<G: DemoGpu> Device<G> {
             .sink(stats.sink())
             // On the host clock, exactly: every GPU on the trace's one timeline; the pool's
             // counters at most once a millisecond.
-            .sink(trace.sink().with_counters(Duration::from_millis(1)))
+            .sink(trace.sink().with_counters(COUNTERS_EVERY))
             // Launch arrows from the recording threads (with the CPU spans they sit in).
             .record_launches(args.cpu_spans());
         #[cfg(feature = "tracy")]
@@ -400,7 +417,7 @@ fn run<G: DemoGpu>(gpus: Vec<G>, args: &Args) -> DemoResult<()> {
     let trace = ChromeTrace::create(&args.trace)
         .map_err(|e| format!("cannot create trace file {}: {e}", args.trace.display()))?;
     let stats = FrameStats::new(args.window as usize);
-    let outputs = Outputs::open(args, &stats)?;
+    let outputs = Outputs::open(args, &stats, &trace)?;
     let devices = gpus
         .into_iter()
         .enumerate()
@@ -523,12 +540,12 @@ struct Outputs {
 
 impl Outputs {
     #[cfg(not(feature = "perfetto"))]
-    fn open(_args: &Args, _stats: &FrameStats) -> DemoResult<Self> {
+    fn open(_args: &Args, _stats: &FrameStats, _trace: &ChromeTrace) -> DemoResult<Self> {
         Ok(Self::default())
     }
 
     #[cfg(feature = "perfetto")]
-    fn open(args: &Args, stats: &FrameStats) -> DemoResult<Self> {
+    fn open(args: &Args, stats: &FrameStats, trace: &ChromeTrace) -> DemoResult<Self> {
         use gpu_event_pool::sink::flight::{DumpFormat, FlightRecorder, Trigger};
         let perfetto = match &args.perfetto {
             Some(path) => Some(
@@ -545,6 +562,9 @@ impl Outputs {
                 )
                 .trigger_on(Trigger::zone_over_p99(stats, 4.0))
                 .dump_to("flight-recorder", DumpFormat::Perfetto)
+                // The streamed traces' counter samples, and (for a Chrome dump) their timeline.
+                .with_counters(COUNTERS_EVERY)
+                .chrome_timeline_of(trace)
                 .build()?,
             ),
             None => None,
@@ -556,7 +576,7 @@ impl Outputs {
     fn add_sinks<B: Backend>(&self, builder: gpu_event_pool::Builder<B>) -> gpu_event_pool::Builder<B> {
         #[cfg(feature = "perfetto")]
         let builder = match &self.perfetto {
-            Some(trace) => builder.sink(trace.sink().with_counters(Duration::from_millis(1))),
+            Some(trace) => builder.sink(trace.sink().with_counters(COUNTERS_EVERY)),
             None => builder,
         };
         #[cfg(feature = "perfetto")]
@@ -656,6 +676,25 @@ fn print_device(index: usize, report: &DeviceReport) {
         "  collector        {:.1} ns per zone in the emitter (the serial part, sinks included), {} lists moved by the order guard",
         stats.emitter_ns as f64 / stats.zones_emitted.max(1) as f64,
         stats.lists_shifted
+    );
+    let mut bounds: Vec<u64> =
+        report.zones.iter().map(|z| z.host_begin_bound_ns.max(z.host_end_bound_ns)).collect();
+    bounds.sort_unstable();
+    let at = |q: f64| {
+        let bound = bounds.get(((bounds.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied();
+        match bound {
+            Some(u64::MAX) => "unbounded".to_owned(),
+            Some(ns) => ns.to_string(),
+            None => "-".to_owned(),
+        }
+    };
+    println!(
+        "  clock            each zone's host times within p50 {} / p99 {} / max {} ns of the truth (its bound); {} discontinuities, {} lists placed from their own reads",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        stats.clock_discontinuities,
+        stats.lists_placed_alone
     );
     let activity = &stats.activity;
     if activity.activities > 0 || activity.empty_zones > 0 {
@@ -764,7 +803,9 @@ fn record_thread<G: DemoGpu>(
                 if d == 0 { list.zone_begin(&stream, location) } else { list.zone_next(&stream, location) };
             errors += usize::from(step.is_err());
             let base = KERNELS[kernel].1;
-            device.gpu.kernel(&stream, base / 2 + (next() % base as u64) as i64)?;
+            let ns = base / 2 + (next() % base as u64) as i64;
+            let stall = args.stall && thread == 0 && i == args.lists as usize * devices.len() / 2 && d == 0;
+            device.gpu.kernel(&stream, if stall { STALL * base } else { ns })?;
         }
         errors += usize::from(list.zone_end(&stream).is_err());
         errors += usize::from(list.zone_end(&stream).is_err());

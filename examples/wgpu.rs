@@ -7,14 +7,13 @@
 //! ```
 //!
 //! Open the trace in Perfetto (ui.perfetto.dev) or chrome://tracing. The example prints the
-//! last complete frame as a tree (the shape `wgpu-profiler` returns) and the mean time of each
+//! last frame as a tree (`WgpuFrames`: the shape `wgpu-profiler` returns) and the mean time of each
 //! zone over the frames, and fails if a zone was lost.
 
-use gpu_event_pool::backend::wgpu::{WgpuBackend, WgpuEncoder};
+use gpu_event_pool::backend::wgpu::{ScopeResult, WgpuBackend};
 use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::frames::FrameStats;
-use gpu_event_pool::sink::ZoneNode;
-use gpu_event_pool::{location, DynamicLocation, TracingContext};
+use gpu_event_pool::{location, DynamicLocation, TracingContext, WgpuList};
 use std::time::Duration;
 
 const THREADS: usize = 3;
@@ -36,6 +35,7 @@ fn step(@builtin(global_invocation_id) id: vec3<u32>) {
 
 /// What every thread dispatches: one pipeline over a buffer of its own.
 struct Workload {
+    device: wgpu::Device,
     pipeline: wgpu::ComputePipeline,
     bind_groups: Vec<wgpu::BindGroup>,
 }
@@ -49,11 +49,12 @@ fn main() -> Result<()> {
     let workload = Workload::new(&device);
     let stats = FrameStats::new(16);
     let backend = WgpuBackend::new(&device, &queue)?;
-    let lane = backend.queue();
+    let (lane, finished) = (backend.queue(), backend.keep_frames());
     let ctx = TracingContext::builder(backend)
         .name("wgpu")
         .sink(ChromeTrace::create(&path)?.sink())
         .sink(stats.sink())
+        .sink(finished.sink())
         .collect_every(Duration::from_millis(2))
         .build()?;
     ctx.name_queue(&lane, "queue");
@@ -67,10 +68,10 @@ fn main() -> Result<()> {
                 .map(|thread| {
                     let (ctx, lane, workload) = (&ctx, &lane, &workload);
                     s.spawn(move || {
-                        let encoder = ctx.backend().encoder(lane, Some("frame"));
-                        let mut list = ctx.list();
-                        record(&mut list, &encoder, workload, thread);
-                        encoder.finish().map(|cb| (cb, list))
+                        let mut encoder = workload.device.create_command_encoder(&Default::default());
+                        let mut list = ctx.wgpu_list(lane);
+                        record(&mut list, &mut encoder, workload, thread);
+                        list.resolve(&mut encoder).map(|()| (encoder.finish(), list))
                     })
                 })
                 .collect();
@@ -80,11 +81,17 @@ fn main() -> Result<()> {
             recorded.into_iter().collect::<std::result::Result<_, _>>()?;
         ctx.queue_submit(&lane, command_buffers, lists).map_err(|e| e.to_string())?;
     }
+    ctx.frame(frames);
     ctx.flush()?;
 
-    if let Some(last) = frames.checked_sub(1).and_then(|f| stats.frame(f)) {
-        println!("frame {}:", frames - 1);
-        print_tree(&last.tree(), 1);
+    // Every frame's tree, in order, as wgpu-profiler's process_finished_frame gives it.
+    let mut last = None;
+    while let Some(frame) = finished.next_finished() {
+        last = Some(frame);
+    }
+    if let Some(frame) = last {
+        println!("frame {}:", frame.id);
+        print_tree(&frame.scopes, 1);
     }
     for zone in stats.summary() {
         println!("{:<16} {:>4} zones, mean {:>8.1} µs", zone.name, zone.count, zone.mean_ns / 1e3);
@@ -103,22 +110,15 @@ fn main() -> Result<()> {
 
 /// One thread's frame: a scope around an upload-free setup scope and a compute pass holding
 /// two dispatch scopes.
-fn record(
-    list: &mut gpu_event_pool::EventList<WgpuBackend>,
-    encoder: &WgpuEncoder,
-    workload: &Workload,
-    thread: usize,
-) {
+fn record(list: &mut WgpuList, encoder: &mut wgpu::CommandEncoder, workload: &Workload, thread: usize) {
     let mut frame = list.scope(encoder, DynamicLocation::new("thread").arg("thread", thread));
     drop(frame.scope(location!("setup")));
-    let mut pass = frame.compute_pass(location!("simulate"));
+    let mut pass = frame.scoped_compute_pass(location!("simulate"));
     for name in [location!("integrate"), location!("collide")] {
         let mut dispatch = pass.scope(name);
-        if let Ok(mut raw) = dispatch.compute() {
-            raw.set_pipeline(&workload.pipeline);
-            raw.set_bind_group(0, &workload.bind_groups[thread], &[]);
-            raw.dispatch_workgroups(16, 1, 1);
-        };
+        dispatch.set_pipeline(&workload.pipeline);
+        dispatch.set_bind_group(0, &workload.bind_groups[thread], &[]);
+        dispatch.dispatch_workgroups(16, 1, 1);
     }
 }
 
@@ -151,7 +151,7 @@ impl Workload {
                 })
             })
             .collect();
-        Self { pipeline, bind_groups }
+        Self { device: device.clone(), pipeline, bind_groups }
     }
 }
 
@@ -181,11 +181,18 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
     }
 }
 
-fn print_tree(nodes: &[ZoneNode<'_>], depth: usize) {
-    for node in nodes {
-        let zone = node.zone;
-        let us = (zone.gpu_end_ns - zone.gpu_begin_ns) as f64 / 1e3;
-        println!("{:indent$}{} {us:.1} µs", "", zone.location.name(), indent = depth * 2);
-        print_tree(&node.children, depth + 1);
+fn print_tree(scopes: &[ScopeResult], depth: usize) {
+    for scope in scopes {
+        match scope.time_ns() {
+            Some(time) => println!(
+                "{:indent$}{} {:.1} µs",
+                "",
+                scope.name(),
+                (time.end - time.start) as f64 / 1e3,
+                indent = depth * 2
+            ),
+            None => println!("{:indent$}{} (not timed)", "", scope.name(), indent = depth * 2),
+        }
+        print_tree(&scope.children, depth + 1);
     }
 }

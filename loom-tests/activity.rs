@@ -245,38 +245,33 @@ fn a_callback_racing_the_gate_closing_never_touches_freed_state() {
     });
 }
 
-/// Records a source's own thread reads (CUPTI's flush thread) reach a collector that reads
-/// after the work completed, whichever thread drained them from the source: a collector's read
-/// waits for a read in progress, whose batch is queued before it ends.
+/// A callback racing the gate's opening (a tracer started while a late buffer callback, of
+/// the tracer before or of another tool, runs): it sees no state, or the state as its owner
+/// made it before opening. The callback's load of the target acquires the owner's store:
+/// weakened to Relaxed, loom reports the callback's read of the state as a data race with the
+/// owner's write.
 #[test]
-fn a_collector_read_after_work_completed_sees_it_whoever_read_it() {
-    use gpu_event_pool::backend::activity::RecordHandoff;
-    common::model(|| {
-        // The source: completed records not drained yet (CUPTI's completed buffers).
-        let source = Arc::new(Mutex::new(vec![1u32, 2]));
-        let handoff = Arc::new(RecordHandoff::<u32>::new(16, ()));
-        let flusher = {
-            let (source, handoff) = (Arc::clone(&source), Arc::clone(&handoff));
-            thread::spawn(move || {
-                if let Some(reading) = handoff.begin_read(true) {
-                    let batch = std::mem::take(&mut *source.lock().unwrap());
-                    reading.queue(batch);
-                }
-            })
+fn a_callback_racing_the_gate_opening_sees_the_state_as_made() {
+    use gpu_event_pool::backend::activity::CallbackGate;
+    use loom::cell::UnsafeCell;
+    common::exhaustive(|| {
+        let gate = Arc::new(CallbackGate::<UnsafeCell<u32>>::new());
+        let callback = {
+            let gate = Arc::clone(&gate);
+            // Safety: a target the gate hands out is valid until `close` returns, and `close`
+            // waits for this callback to leave.
+            thread::spawn(move || gate.with(|target| target.map(|cell| cell.with(|v| unsafe { *v }))))
         };
-        // The collector (all work has completed): its own read, then the queue.
-        {
-            let reading = handoff.begin_read(false).unwrap();
-            let batch = std::mem::take(&mut *source.lock().unwrap());
-            reading.queue(batch);
-        }
-        let mut out = Vec::new();
-        handoff.take(&mut out);
-        out.sort_unstable();
-        assert_eq!(out, [1, 2], "every completed record, once");
-        flusher.join().unwrap();
-        handoff.take(&mut out);
-        assert_eq!(out, [1, 2], "nothing read twice");
-        assert_eq!(handoff.pending(), 0);
+        let state = Box::new(UnsafeCell::new(0));
+        // Safety: no other thread can reach the state before the gate opens.
+        state.with_mut(|v| unsafe { *v = 7 });
+        let state = Box::into_raw(state);
+        // Safety: `state` lives until the gate is closed below.
+        unsafe { gate.open(state) };
+        let closed = gate.close();
+        // Safety: the gate is closed and no callback is inside: this thread owns the state.
+        drop(unsafe { Box::from_raw(closed) });
+        let seen = callback.join().unwrap();
+        assert!(seen.is_none() || seen == Some(7), "{seen:?}");
     });
 }

@@ -113,45 +113,59 @@ pub enum TimeError {
         /// The event's position in the list (0: its first event).
         event: usize,
     },
-    /// A time of the list is one the GPU cannot have run when the list was read: before the
-    /// context's base event, or later than the collector's newest anchor plus the host time
-    /// since it was recorded (at the fastest plausible drift, 0.1%, plus 1 ms). A read that
-    /// is no distance gives one (Vulkan reads `i64::MAX` for a difference that does not fit);
-    /// taken as a time, it would fix the GPU-to-host mapping up to there, for every later
-    /// list (docs/design.md, section 8).
+    /// The list's own host reads cannot hold its GPU times: every event of a list runs after
+    /// the host time read before its first record and before the host time read once it was
+    /// found complete, so its GPU times span at most that host time, at the largest rate by
+    /// which the two clocks can differ (500 ppm, docs/design.md, section 8). A read that is no
+    /// distance gives one (Vulkan reads `i64::MAX` for a difference that does not fit), and so
+    /// does a list over which the host clock stopped (a suspend) while the GPU ran. Nothing
+    /// else about the clocks fails a list: a list whose times do not fit what the collector
+    /// knew of the clocks is placed from its own reads.
     #[error(
-        "list {list_id}: its event {event} is at GPU time {gpu_ns} ns, which the GPU cannot have \
-         run when the list was read ({earliest_ns} to {latest_ns} ns)"
+        "list {list_id}: its GPU times span {gpu_span_ns} ns, more than the {host_span_ns} ns of host \
+         time between its first record and its read allow"
     )]
-    OutOfReach {
+    BeyondHostTime {
         /// The list's id ([`EventList::id`](crate::EventList::id)).
         list_id: u64,
-        /// The event's position in the list (0: its first event).
-        event: usize,
-        /// Its GPU time (nanoseconds since the context's base event; an end of `i64` when the
-        /// sum went beyond).
-        gpu_ns: i64,
-        /// The earliest GPU time the GPU can have run (the base event, less 1 ms).
-        earliest_ns: i64,
-        /// The latest GPU time the GPU can have run when the list was read.
-        latest_ns: i64,
+        /// From its earliest GPU time to its latest (nanoseconds; saturated at `u64::MAX`).
+        gpu_span_ns: u64,
+        /// The host time from just before its first record to just after it was found
+        /// complete.
+        host_span_ns: i64,
     },
-    /// The step from the collector's newest anchor to the next one it recorded is one the GPU
-    /// cannot have run: back in time (they run in order on one stream), or longer than the
-    /// host time between recording the first and finding the second complete (at the
-    /// fastest plausible drift, plus 1 ms). The anchor is dropped and a new one taken; no
-    /// list is placed from it.
-    #[error(
-        "an anchor read {step_ns} ns after the one before, which the GPU cannot have run \
-         ({earliest_ns} to {latest_ns} ns): the anchor is dropped"
-    )]
+    /// Two reads of where the list's first event lies on the context's timeline (from an
+    /// anchor) disagree, and neither fits the host times read around that anchor and the
+    /// list (a read that is no distance, twice).
+    #[error("list {list_id}: two reads of its place on the timeline disagree ({first_ns} and {second_ns} ns) and neither fits the host times read around it")]
+    PlacementDisagrees {
+        /// The list's id ([`EventList::id`](crate::EventList::id)).
+        list_id: u64,
+        /// The GPU time the first read gave its first event.
+        first_ns: i64,
+        /// The GPU time the second read gave it.
+        second_ns: i64,
+    },
+    /// The list's first event reads (twice) as before an anchor that the collector had seen
+    /// complete before the list's first record, or before the context's base event: the GPU's
+    /// counter does not go back, so the read is no distance.
+
+    #[error("list {list_id}: it reads {by_ns} ns before an anchor that was complete before it began")]
+    BeforeAnchor {
+        /// The list's id ([`EventList::id`](crate::EventList::id)).
+        list_id: u64,
+        /// How far before the anchor its earliest event reads.
+        by_ns: u64,
+    },
+    /// The step from the collector's newest anchor to the next one it recorded is no
+
+    /// distance: back in time (they run in order on one stream, each recorded once the one
+    /// before was complete), or beyond `i64` nanoseconds. The anchor is dropped and a new one
+    /// taken; no list is placed from it.
+    #[error("an anchor read {step_ns} ns after the one before, which is no distance the GPU can have run: the anchor is dropped")]
     AnchorStep {
         /// The step read.
         step_ns: i64,
-        /// The shortest step possible (a little below 0).
-        earliest_ns: i64,
-        /// The longest step possible.
-        latest_ns: i64,
     },
 }
 
@@ -194,6 +208,25 @@ pub enum Error {
         location: String,
         /// How long it had held the lane.
         held_for: std::time::Duration,
+    },
+    /// The clocks' offset jumped: an anchor's host times fit no mapping of GPU time to host
+    /// time that also fits the bounds before it (a suspend, a GPU counter that stopped, a
+    /// host clock stepped or slewed faster than 500 ppm). Not a failure: a new clock segment
+    /// begins at that anchor, every zone keeps coming with its bound, and the sinks mark it
+    /// (`Sink::clock_discontinuity`). Reported once per discontinuity, counted in
+    /// `Stats::clock_discontinuities`.
+    #[error(
+        "the clocks' offset jumped by {jump_ns} ns at GPU time {gpu_ns} ns (host time {host_ns} ns): \
+         a new clock segment begins there"
+    )]
+    ClockDiscontinuity {
+        /// The GPU time of the anchor that begins the new segment.
+        gpu_ns: i64,
+        /// Its host time, as the new segment places it.
+        host_ns: i64,
+        /// How far the host time of that GPU time moved from what the bounds before said (the
+        /// middles of the two: positive when the host clock is later than they said).
+        jump_ns: i64,
     },
     /// `flush` was called from a sink of the same context (or the context's last handle was
     /// dropped there): the collect that calls the sink holds the context's emitter, so the

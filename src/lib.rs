@@ -131,13 +131,13 @@ pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]
 pub use context::CollectorThread;
-#[cfg(any(feature = "vulkan", feature = "wgpu"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "vulkan", feature = "wgpu"))))]
+#[cfg(feature = "vulkan")]
+#[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
 pub use context::QueueSubmitError;
 pub use context::{ActivityStats, Builder, Stats, TracingContext};
 #[cfg(feature = "wgpu")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
-pub use context::{PassScope, WgpuScope};
+pub use context::{PassScope, PassZone, Refused, Scope, Timestamped, WgpuList, WgpuSubmitError};
 pub use error::{ConfigError, Error, TimeError};
 pub use launch::Launch;
 pub use location::{ArgValue, DynamicLocation, Location, SourceLocation, Verbosity};

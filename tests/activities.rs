@@ -278,3 +278,115 @@ fn a_source_feeds_one_context() {
     let error = TracingContext::builder(gpu.clone()).build().unwrap_err();
     assert!(matches!(&error, Error::Backend(e) if e.code.contains("a second context")), "{error}");
 }
+
+/// A kernel that outlasts the hold limit, launched in a zone whose list is still being
+/// recorded: its link is kept until its record comes, so the list, submitted then, has it as
+/// its zone's work (before, the list was forgotten with nothing waiting: the kernel came out
+/// alone and the zone was counted as empty).
+#[test]
+fn a_kernel_longer_than_the_hold_limit_stays_in_the_zone_of_a_list_still_recorded() {
+    let gpu = SimActivities::new(SimBackend::manual());
+    let (ctx, memory) = context(&gpu);
+    let stream = gpu.sim().stream();
+    let hold = HOLD.as_nanos() as i64;
+    let mut list = ctx.list();
+    list.zone_begin(&stream, location!("long")).unwrap();
+    gpu.launch_named(&stream, "long kernel", 3 * hold);
+    for _ in 0..3 {
+        gpu.sim().advance(hold + US);
+        ctx.collect().unwrap();
+    }
+    list.zone_end(&stream).unwrap();
+    ctx.submit(list).unwrap();
+    ctx.flush().unwrap();
+    assert_eq!(shape(&memory), owned(&[("long", 0), ("long kernel", 1)]));
+    let stats = ctx.stats();
+    assert_eq!((stats.activity.empty_zones, stats.activity.lists_partial), (0, 0), "{stats:?}");
+    assert_eq!(memory.zones()[0].gpu_end_ns - memory.zones()[0].gpu_begin_ns, 3 * hold);
+}
+
+/// The same list submitted only long after its kernel's record came: the kernel goes out
+/// alone at the hold limit (reported), and the zone, when its list comes, still spans it:
+/// it is neither emitted without its work nor counted as empty.
+#[test]
+fn a_zone_whose_work_went_out_alone_still_spans_it_when_its_list_comes() {
+    let gpu = SimActivities::new(SimBackend::manual());
+    let (ctx, memory) = context(&gpu);
+    let stream = gpu.sim().stream();
+    let hold = HOLD.as_nanos() as i64;
+    let mut list = ctx.list();
+    list.zone_begin(&stream, location!("long")).unwrap();
+    gpu.launch_named(&stream, "long kernel", 3 * hold);
+    let mut held = 0;
+    for _ in 0..6 {
+        gpu.sim().advance(hold + US);
+        if let Err(e) = ctx.collect() {
+            assert!(matches!(e.error, Error::LaneHeld { .. }), "{e}");
+            held += 1;
+        }
+    }
+    assert_eq!((held, shape(&memory)), (1, owned(&[("long kernel", 0)])), "out alone, reported once");
+    list.zone_end(&stream).unwrap();
+    ctx.submit(list).unwrap();
+    ctx.flush().unwrap();
+    assert_eq!(shape(&memory), owned(&[("long kernel", 0), ("long", 0)]));
+    let stats = ctx.stats();
+    assert_eq!((stats.activity.empty_zones, stats.lanes_released), (0, 1), "{stats:?}");
+    let zone = &memory.zones()[1];
+    assert_eq!(zone.gpu_end_ns - zone.gpu_begin_ns, 3 * hold, "the zone spans its kernel");
+}
+
+/// A zone begun on one thread and ended on another (a guard moved with its list, as async
+/// code does) leaves the first thread's stack: that thread's later launches are not its
+/// work, and the zone spans only what was launched inside it. (Before, the zone stayed on the
+/// first thread's stack: a later zoneless kernel there was nested in it, and once its list
+/// was emitted the thread's work waited the whole hold limit for it, reported as held.)
+#[test]
+fn a_zone_ended_on_another_thread_no_longer_takes_the_first_threads_launches() {
+    let gpu = SimActivities::new(SimBackend::manual());
+    let (ctx, memory) = context(&gpu);
+    let stream = gpu.sim().stream();
+    let mut list = ctx.list();
+    list.zone_begin(&stream, location!("moved")).unwrap();
+    gpu.launch_named(&stream, "inside", 10 * US);
+    let list = {
+        let stream = stream.clone();
+        std::thread::spawn(move || {
+            list.zone_end(&stream).unwrap();
+            list
+        })
+        .join()
+        .unwrap()
+    };
+    gpu.sim().advance(1_000 * US);
+    gpu.launch_named(&stream, "zoneless", 10 * US);
+    ctx.submit(list).unwrap();
+    gpu.sim().advance(1_000 * US);
+    ctx.flush().unwrap();
+    assert_eq!(shape(&memory), owned(&[("moved", 0), ("inside", 1), ("zoneless", 0)]));
+    assert_eq!(memory.zones()[0].gpu_end_ns - memory.zones()[0].gpu_begin_ns, 10 * US);
+    gpu.launch_named(&stream, "after", 10 * US);
+    gpu.sim().advance(1_000 * US);
+    ctx.collect().expect("nothing held");
+    assert_eq!(memory.zones().last().map(|z| z.location.name().to_owned()), Some("after".to_owned()));
+}
+
+#[test]
+fn an_activity_sources_zones_carry_the_bound_it_gives() {
+    // The simulation's records are its own clock's: exact (CUPTI's cannot say: `u64::MAX`,
+    // checked on the GPU in tests/cupti_source.rs).
+    let gpu = SimActivities::new(SimBackend::manual());
+    let (ctx, memory) = context(&gpu);
+    let stream: SimStream = gpu.sim().stream();
+    let mut list = ctx.list();
+    {
+        let _zone = list.zone(&stream, DynamicLocation::new("zone"));
+        gpu.launch(&stream, 10 * US);
+    }
+    ctx.submit(list).unwrap();
+    gpu.sim().advance(1_000 * US);
+    ctx.flush().unwrap();
+    let zones = memory.zones();
+    assert_eq!(zones.len(), 2, "the zone and its kernel");
+    assert!(zones.iter().all(|z| (z.host_begin_bound_ns, z.host_end_bound_ns) == (0, 0)), "{zones:?}");
+}

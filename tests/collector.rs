@@ -509,13 +509,22 @@ fn collect_never_queries_or_waits_on_an_event() {
 // ---- Retiring events (`Backend::retire`: Vulkan resets its queries there) ----
 
 /// The simulated GPU with [`Backend::RETIRES`]: an event recorded again before it was retired
-/// (or retired without a record since) fails the test; retires are counted.
+/// (or retired without a record since) fails the test; retires are counted, and so are those
+/// of events the simulated GPU had not reached (`early`: on Vulkan, a reset of a query that a
+/// pending command buffer will still write).
 #[derive(Clone)]
 struct Retiring {
     sim: SimBackend,
     /// Events (by address) recorded and not retired since.
     written: Arc<Mutex<std::collections::HashSet<usize>>>,
     retired: Arc<std::sync::atomic::AtomicUsize>,
+    early: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Retiring {
+    fn on(sim: &SimBackend) -> Self {
+        Self { sim: sim.clone(), written: Arc::default(), retired: Arc::default(), early: Arc::default() }
+    }
 }
 
 fn address<T>(event: &T) -> usize {
@@ -554,6 +563,9 @@ impl Backend for Retiring {
             self.written.lock().unwrap().remove(&address(event)),
             "an event retired that was not recorded"
         );
+        if !self.sim.is_complete(event).unwrap() {
+            self.early.fetch_add(1, Ordering::Relaxed);
+        }
         self.retired.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -561,7 +573,7 @@ impl Backend for Retiring {
 #[test]
 fn every_collected_event_is_retired_once_before_its_slot_is_recorded_again() {
     let sim = SimBackend::manual();
-    let gpu = Retiring { sim: sim.clone(), written: Arc::default(), retired: Arc::default() };
+    let gpu = Retiring::on(&sim);
     let sink = MemorySink::new();
     // Four slots for lists of three events: every slot is reused many times.
     let ctx = TracingContext::builder(gpu.clone()).capacity(4, 4).sink(sink.clone()).build().unwrap();
@@ -588,6 +600,41 @@ fn every_collected_event_is_retired_once_before_its_slot_is_recorded_again() {
     assert_eq!(ctx.stats().capacity, 4, "the slots were reused");
     assert_eq!(gpu.retired.load(Ordering::Relaxed), events, "each event of each collected list retired once");
     assert!(gpu.written.lock().unwrap().is_empty(), "an event left unretired");
+    assert_eq!(gpu.early.load(Ordering::Relaxed), 0, "an event retired before the GPU passed it");
+}
+
+/// Lists with a zone on a stream the GPU is done with and one on a stream still running,
+/// whose read fails: their events are retired only once the GPU has passed them (before,
+/// every event of a failed list was retired at once, the running stream's too), and their
+/// slots then come back.
+#[test]
+fn a_failed_lists_events_are_retired_only_once_the_gpu_has_passed_them() {
+    const LISTS: usize = 100;
+    let sim = SimBackend::manual();
+    let gpu = Retiring::on(&sim);
+    let ctx = TracingContext::builder(gpu.clone()).build().unwrap();
+    let (done, running) = (sim.stream(), sim.stream());
+    for _ in 0..LISTS {
+        let mut list = ctx.list();
+        list.zone_begin(&done, location!("done")).unwrap();
+        sim.launch(&done, MS);
+        list.zone_end(&done).unwrap();
+        list.zone_begin(&running, location!("running")).unwrap();
+        sim.launch(&running, 10 * MS);
+        list.zone_end(&running).unwrap();
+        ctx.submit(list).unwrap();
+        sim.advance(2 * MS);
+        sim.fail_elapsed(1);
+        assert!(ctx.collect().is_err(), "the list's read fails");
+    }
+    assert_eq!(gpu.early.load(Ordering::Relaxed), 0, "an event retired before the GPU passed it");
+    assert_eq!(ctx.stats().lists_failed, LISTS);
+    sim.advance(2_000 * MS);
+    ctx.flush().unwrap();
+    assert_eq!(gpu.retired.load(Ordering::Relaxed), 4 * LISTS, "every event retired once passed");
+    assert_eq!(gpu.early.load(Ordering::Relaxed), 0);
+    let stats = ctx.stats();
+    assert_eq!((stats.submitted, stats.owned, stats.unaccounted()), (0, 0, 0), "{stats:?}");
 }
 
 // ---- Panic safety and reports ----

@@ -3,8 +3,10 @@
 //! stays constant however long it runs.
 
 use gpu_event_pool::sim::{SimBackend, SimStream};
+use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::flight::{DumpFormat, FlightRecorder, Trigger};
 use gpu_event_pool::sink::frames::FrameStats;
+use gpu_event_pool::sink::perfetto::PerfettoTrace;
 use gpu_event_pool::sink::{ContextInfo, Sink, Zone, ZoneBatch};
 use gpu_event_pool::{location, Lane, TracingContext};
 use perfetto_common::{import_errors, query, scratch, trace_processor_or_skip};
@@ -38,8 +40,11 @@ fn a_dump_on_request_holds_the_newest_zones_as_a_normal_trace_in_both_formats() 
     let dir = scratch("flight-on-request");
     // Room for about 100 lists of two zones: the oldest of the 1000 leave.
     let bytes = 100 * 2 * std::mem::size_of::<Zone>();
-    let recorder =
-        FlightRecorder::builder(Duration::from_secs(3600)).max_bytes(bytes).with_counters().build().unwrap();
+    let recorder = FlightRecorder::builder(Duration::from_secs(3600))
+        .max_bytes(bytes)
+        .with_counters(Duration::ZERO)
+        .build()
+        .unwrap();
     let sim = SimBackend::realtime();
     let stream = sim.stream();
     let ctx = TracingContext::builder(sim.clone()).name("gpu 0").sink(recorder.sink()).build().unwrap();
@@ -71,6 +76,81 @@ fn a_dump_on_request_holds_the_newest_zones_as_a_normal_trace_in_both_formats() 
     );
     let counters = query(&tp, &perfetto.path, "select count(*) from counter;");
     assert_ne!(counters, vec![vec!["0".to_owned()]], "counters kept");
+}
+
+/// Counter samples as (counter, ts, value), on the trace's own clock (a Chrome trace's
+/// counter tracks are named `<name> value`).
+const COUNTERS: &str = "select replace(t.name, ' value', '') as counter, c.ts, c.value \
+    from counter c join track t on c.track_id = t.id order by c.ts, counter;";
+
+/// Each counter's value at `ts` in `rows` (counter, ts, value): its latest sample at or before.
+fn value_at(rows: &[Vec<String>], counter: &str, ts: i64) -> Option<String> {
+    rows.iter()
+        .rfind(|row| row[0] == counter && row[1].parse::<i64>().unwrap() <= ts)
+        .map(|row| row[2].clone())
+}
+
+#[test]
+fn a_dump_overlays_the_streamed_trace_in_both_formats_with_the_same_counter_samples() {
+    let Some(tp) = trace_processor_or_skip(
+        "a_dump_overlays_the_streamed_trace_in_both_formats_with_the_same_counter_samples",
+    ) else {
+        return;
+    };
+    let dir = scratch("flight-overlay");
+    let (chrome_path, perfetto_path) = (dir.join("trace.json"), dir.join("trace.pftrace"));
+    let chrome = ChromeTrace::create(&chrome_path).unwrap();
+    let perfetto = PerfettoTrace::create(&perfetto_path).unwrap();
+    let every = Duration::from_micros(500);
+    let recorder = FlightRecorder::builder(Duration::from_secs(3600))
+        .with_counters(every)
+        .chrome_timeline_of(&chrome)
+        .build()
+        .unwrap();
+    let sim = SimBackend::realtime();
+    let stream = sim.stream();
+    let ctx = TracingContext::builder(sim.clone())
+        .name("gpu 0")
+        .sink(chrome.sink().with_counters(every))
+        .sink(perfetto.sink().with_counters(every))
+        .sink(recorder.sink())
+        .build()
+        .unwrap();
+    for frame in 0..10 {
+        ctx.frame(frame);
+        for _ in 0..20 {
+            record(&ctx, &sim, &stream, 1, 20_000);
+        }
+    }
+    ctx.flush().unwrap();
+    drop(ctx);
+    chrome.flush().unwrap();
+    perfetto.flush().unwrap();
+    let dumps = [
+        (recorder.dump(dir.join("dump.json"), DumpFormat::Chrome).unwrap().path, &chrome_path),
+        (recorder.dump(dir.join("dump.pftrace"), DumpFormat::Perfetto).unwrap().path, &perfetto_path),
+    ];
+    let zones = "select name, ts, dur, depth from slice where name in ('command buffer', 'kernel') \
+        order by ts, depth;";
+    for (dump, streamed) in &dumps {
+        assert_eq!(import_errors(&tp, dump), vec![], "{}", dump.display());
+        let kept = query(&tp, dump, zones);
+        assert_eq!(kept.len(), 400, "every zone kept: {}", dump.display());
+        assert_eq!(kept, query(&tp, streamed, zones), "each zone at the same ns: {}", dump.display());
+        let (kept, all) = (query(&tp, dump, COUNTERS), query(&tp, streamed, COUNTERS));
+        let times = |rows: &[Vec<String>], from: i64| -> Vec<i64> {
+            let mut times: Vec<i64> =
+                rows.iter().map(|row| row[1].parse().unwrap()).filter(|&ts| ts >= from).collect();
+            times.dedup();
+            times
+        };
+        let first = kept.first().map(|row| row[1].parse::<i64>().unwrap()).expect("samples kept");
+        assert_eq!(times(&kept, first), times(&all, first), "the same samples: {}", dump.display());
+        for row in &kept {
+            let ts = row[1].parse().unwrap();
+            assert_eq!(Some(row[2].clone()), value_at(&all, &row[0], ts), "{row:?} in {}", dump.display());
+        }
+    }
 }
 
 #[test]
@@ -144,6 +224,32 @@ fn a_zone_over_its_p99_in_frame_stats_times_a_factor_dumps() {
     // The command buffer around the kernel is as long, and comes first in its list.
     assert!(dumps[0].reason.contains("took 40000 ns, over its threshold of 30"), "{}", dumps[0].reason);
     assert_eq!(import_errors(&tp, &dumps[0].path), vec![]);
+}
+
+#[test]
+fn a_zone_over_its_p99_is_caught_as_soon_as_its_name_has_100_zones_in_a_short_run() {
+    let dir = scratch("flight-p99-short");
+    let stats = FrameStats::new(100);
+    let recorder = FlightRecorder::builder(Duration::from_secs(60))
+        .trigger_on(Trigger::zone_over_p99(&stats, 3.0))
+        .dump_to(&dir, DumpFormat::Perfetto)
+        .build()
+        .unwrap();
+    // Exact durations, and a run of 2 ms of host time: far less than 100 ms.
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let ctx = TracingContext::builder(sim.clone()).sink(stats.sink()).sink(recorder.sink()).build().unwrap();
+    for frame in 0..10 {
+        ctx.frame(frame);
+        record(&ctx, &sim, &stream, 10, 10_000);
+    }
+    ctx.flush().unwrap();
+    assert_eq!(recorder.triggers(), 0, "no zone over 3 times its p99 yet");
+    record(&ctx, &sim, &stream, 1, 40_000);
+    ctx.flush().unwrap();
+    assert_eq!(recorder.triggers(), 1, "the 101st kernel, 4 times the p99, 2 ms into the run");
+    assert!(recorder.wait_for_dumps(Duration::from_secs(30)));
+    assert!(recorder.dumps()[0].reason.contains("took 40000 ns"), "{:?}", recorder.dumps());
 }
 
 #[test]

@@ -476,3 +476,60 @@ fn a_panicking_error_handler_does_not_unwind_through_a_recording_thread() {
     assert!(recorded.is_ok(), "the error handler's panic unwound through zone_begin");
     assert!(ctx.stats().error_handler_panics >= 1, "{:?}", ctx.stats());
 }
+
+/// A sink that submits one more list for each batch it gets while it holds a handle: a
+/// producer that gives every collect round a list to collect.
+struct ListPerBatch {
+    ctx: std::sync::Arc<std::sync::Mutex<Option<TracingContext<SimBackend>>>>,
+    sim: SimBackend,
+    stream: SimStream,
+    fed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl gpu_event_pool::sink::Sink for ListPerBatch {
+    fn zones(
+        &mut self,
+        _: &gpu_event_pool::sink::ContextInfo,
+        _: gpu_event_pool::sink::ZoneBatch<'_>,
+    ) -> std::io::Result<()> {
+        let ctx = self.ctx.lock().unwrap().clone();
+        if let Some(ctx) = ctx {
+            submit_one(&ctx, &self.sim, &self.stream, "fed");
+            self.fed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// A flush's first part collects beside the other collectors until as many lists were
+/// collected as had been submitted when it began. Lists dropped unsubmitted were counted in
+/// that target too, though never collected: with fifty dropped, the first part went on for
+/// fifty more rounds while a producer kept each round busy (one list each), instead of
+/// stopping once the one list submitted before the flush was collected.
+#[test]
+fn lists_dropped_unsubmitted_do_not_keep_a_flush_collecting_beside_a_producer() {
+    let sim = SimBackend::manual();
+    let handle = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let fed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stream = sim.stream();
+    let feeder =
+        ListPerBatch { ctx: handle.clone(), sim: sim.clone(), stream: stream.clone(), fed: fed.clone() };
+    let ctx = TracingContext::builder(sim.clone())
+        .hold_limit(Duration::from_secs(60))
+        .sink(feeder)
+        .build()
+        .unwrap();
+    for _ in 0..50 {
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("dropped")).unwrap();
+        list.zone_end(&stream).unwrap();
+        drop(list);
+    }
+    submit_one(&ctx, &sim, &stream, "submitted");
+    *handle.lock().unwrap() = Some(ctx.clone());
+    ctx.flush().unwrap();
+    *handle.lock().unwrap() = None;
+    let fed = fed.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(fed <= 3, "the flush collected {fed} lists submitted while it ran");
+    assert_eq!(ctx.stats().lists_discarded, 50);
+}

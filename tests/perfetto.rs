@@ -378,3 +378,120 @@ fn the_decoding_check_fails_a_trace_whose_packets_come_in_the_wrong_order() {
     let (passed, text) = run_check(&[&bad]);
     assert!(!passed && text.contains("used before it is described"), "the check must fail:\n{text}");
 }
+
+/// A collector's calls, straight to `sinks`: a list every millisecond, of three zones of 1 µs
+/// one after the other, each zone on a lane of its own (a runtime making streams or graphs
+/// per step) and launched by one thread: `3 * lists` lanes over the run, a list's later zones
+/// meeting new lanes after its first, lanes (and their launch sequences) idle for long
+/// enough to be forgotten.
+fn feed_new_lanes(sinks: &mut [&mut dyn gpu_event_pool::sink::Sink], lists: u64) {
+    use gpu_event_pool::sink::{Calibration, ContextInfo, Zone, ZoneBatch};
+    use gpu_event_pool::{Lane, Launch};
+    let base = Calibration { gpu_ns: 0, host_ns: 0 };
+    let origin = Some(std::time::Instant::now());
+    let info = ContextInfo { id: 1, name: "gpu".into(), backend: "sim", base, host_clock_origin: origin };
+    for sink in sinks.iter_mut() {
+        sink.open(&info).unwrap();
+    }
+    for list in 0..lists {
+        let at = list as i64 * 1_000_000;
+        let launch = |n: i64| Launch::new(at - 500 + 100 * n, at - 450 + 100 * n, 1);
+        let zones = [
+            Zone::new(location!("first"), Lane::Stream(3 * list), 0, at, at + 1_000).with_launch(launch(0)),
+            Zone::new(location!("second"), Lane::Stream(3 * list + 1), 0, at + 1_000, at + 2_000)
+                .with_launch(launch(1)),
+            Zone::new(location!("third"), Lane::Stream(3 * list + 2), 0, at + 2_000, at + 3_000)
+                .with_launch(launch(2)),
+        ];
+        for sink in sinks.iter_mut() {
+            sink.zones(&info, ZoneBatch { list_id: list, zones: &zones }).unwrap();
+        }
+    }
+    for sink in sinks.iter_mut() {
+        sink.flush().unwrap();
+    }
+}
+
+/// Feeds `lists` lists of three zones on lanes of their own into a Perfetto trace and a
+/// flight recorder, dumps the recorder, and checks both files with Perfetto's importer: no
+/// import error, every zone on its lane's track, ended, 1 µs long, its launch's arrow to it.
+fn every_zone_ends_over_lanes_met_once(test: &str, lists: u64) {
+    let Some(tp) = trace_processor_or_skip(test) else { return };
+    use gpu_event_pool::sink::flight::{DumpFormat, FlightRecorder};
+    let dir = scratch(test);
+    let streamed = dir.join("trace.pftrace");
+    let trace = PerfettoTrace::create(&streamed).unwrap();
+    let mut sink = trace.sink();
+    let recorder = FlightRecorder::builder(Duration::from_secs(3600)).build().unwrap();
+    let mut kept = recorder.sink();
+    feed_new_lanes(&mut [&mut sink, &mut kept], lists);
+    drop(sink);
+    trace.flush().unwrap();
+    let dump = recorder.dump(dir.join("dump.pftrace"), DumpFormat::Perfetto).unwrap();
+    let zones = (3 * lists).to_string();
+    assert_eq!(dump.zones.to_string(), zones, "the recorder kept the whole run");
+    // One import of each file (a trace of 10,000 tracks takes a second to load).
+    let sql = "select (select ifnull(group_concat(name || '=' || value), 'none') from stats \
+        where severity in ('error', 'data_loss') and value > 0), \
+        count(*), count(distinct track_id), sum(dur != 1000), \
+        (select count(*) from slice where dur = -1), \
+        (select count(*) from flow f join slice s on s.id = f.slice_in where s.category is null) \
+        from slice where category is null;";
+    for path in [&streamed, &dump.path] {
+        let expected = ["none", &zones, &zones, "0", "0", &zones].map(str::to_owned).to_vec();
+        assert_eq!(
+            query(&tp, path, sql),
+            vec![expected],
+            "no import error; every zone on its lane's track, 1 µs long; no slice unended; an \
+             arrow to every zone: {}",
+            path.display()
+        );
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn every_zone_ends_over_ten_thousand_lanes_met_once_streamed_and_dumped() {
+    every_zone_ends_over_lanes_met_once(
+        "every_zone_ends_over_ten_thousand_lanes_met_once_streamed_and_dumped",
+        3_334,
+    );
+}
+
+#[test]
+#[ignore = "a minute in a debug build, most of it in Perfetto's importer: run with --ignored"]
+fn every_zone_ends_over_a_hundred_thousand_lanes_met_once_streamed_and_dumped() {
+    every_zone_ends_over_lanes_met_once(
+        "every_zone_ends_over_a_hundred_thousand_lanes_met_once_streamed_and_dumped",
+        33_334,
+    );
+}
+
+#[test]
+fn a_static_locations_first_zone_on_a_track_names_its_source_and_every_zone_does_when_asked() {
+    let Some(tp) = trace_processor_or_skip(
+        "a_static_locations_first_zone_on_a_track_names_its_source_and_every_zone_does_when_asked",
+    ) else {
+        return;
+    };
+    let dir = scratch("perfetto-source-locations");
+    let named = "select s.name, count(*), count(distinct a.string_value) from slice s \
+        join args a on a.arg_set_id = s.arg_set_id and a.key = 'source.file_name' group by s.name order by s.name;";
+    for every in [false, true] {
+        let path = dir.join(format!("every-{every}.pftrace"));
+        let sim = SimBackend::manual();
+        let stream = sim.stream();
+        let sink = PerfettoTrace::create(&path).unwrap().sink().with_source_locations(every);
+        let ctx = TracingContext::builder(sim.clone()).sink(sink).build().unwrap();
+        record(&ctx, &sim, &stream, 10);
+        ctx.flush().unwrap();
+        drop(ctx);
+        assert_eq!(import_errors(&tp, &path), vec![]);
+        let zones = if every { "10" } else { "1" };
+        let expected: Vec<Vec<String>> = ["command buffer", "kernel"]
+            .iter()
+            .map(|name| vec![name.to_string(), zones.to_owned(), "1".to_owned()])
+            .collect();
+        assert_eq!(query(&tp, &path, named), expected, "every: {every}");
+    }
+}

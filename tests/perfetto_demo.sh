@@ -2,16 +2,17 @@
 # Checks what one run of the demo wrote with Perfetto's own importer: every file it wrote in
 # DIR (trace.json, trace.pftrace, flight-recorder/*.pftrace) loads with no import error or
 # data loss; the Perfetto trace shows the Chrome trace's zones, tracks, nesting, times to the
-# nanosecond, flows and counters; every Perfetto file passes tests/perfetto_check.py.
+# nanosecond, flows and counters; the flight recorder's last dump shows the Perfetto trace's
+# zones of its window at the same nanoseconds; every Perfetto file passes
+# tests/perfetto_check.py.
 #
-# Usage: tests/perfetto_demo.sh DIR [--cpu-spans]  (after: cd DIR && demo --perfetto
-#        trace.pftrace --flight-recorder SECONDS [--cpu-spans]). With --cpu-spans, the CPU
-#        spans' times are left out of the comparison (each layer reads the clock itself),
-#        counters' times are measured from the first counter, and flows are compared by count. Prints SKIPPED where the importer is absent.
+# Usage: tests/perfetto_demo.sh DIR  (after: cd DIR && demo --perfetto trace.pftrace
+#        --flight-recorder SECONDS [--cpu-spans]). CPU spans are compared as the zones are, to
+#        the nanosecond: both layers take one reading of the clock per span edge. Prints
+#        SKIPPED where the importer is absent.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$1
-spans=${2:-}
 tp="$here/../../shared/tools/perfetto/trace_processor_shell"
 if [ ! -x "$tp" ]; then
     echo "SKIPPED the demo's traces: no ../shared/tools/perfetto/trace_processor_shell beside the repository"
@@ -34,20 +35,13 @@ done
 # parent it binds the parent's arrow to the nested zone (tests/perfetto.rs checks that every
 # Perfetto arrow ends at its own zone).
 columns() {
-    case "$spans,$1" in
-        --cpu-spans,slices) cut -d, -f1,2,3,6 | sort ;;
-        --cpu-spans,flows) wc -l ;;
-        *,flows) cut -d, -f1,2,4 ;;
+    case "$1" in
+        flows) cut -d, -f1,2,4 ;;
         *) cat ;;
     esac
 }
 for what in slices flows counters; do
     sql=$(cat "$here/perfetto_common/$what.sql")
-    # With CPU spans the first slice may be a span, whose time each layer reads itself: the
-    # counters' times are then measured from the first counter instead.
-    if [ "$spans,$what" = "--cpu-spans,counters" ]; then
-        sql=${sql//"(select min(ts) from slice)"/"(select min(ts) from counter)"}
-    fi
     if ! diff <(query "$dir/trace.json" "$sql" | columns $what) <(query "$dir/trace.pftrace" "$sql" | columns $what) > "$dir/$what.diff"; then
         echo "trace.pftrace and trace.json differ in their $what: $dir/$what.diff" >&2
         head -n 20 "$dir/$what.diff" >&2
@@ -55,4 +49,18 @@ for what in slices flows counters; do
     fi
     echo "trace.pftrace and trace.json: the same $what ($(query "$dir/trace.json" "$sql" | tail -n +2 | wc -l) rows)"
 done
+# The flight recorder's dump at the end of the run overlays the streamed trace: the zones and
+# launches of its window at the same nanoseconds (depths aside: a dump holds no CPU span for a
+# launch to nest in).
+last="$dir/flight-recorder/last.pftrace"
+if [ -f "$last" ]; then
+    from=$(query "$last" "select min(ts) from slice where category is null or category = 'launch';" | tail -n 1)
+    zones="select name, ts, dur from slice where (category is null or category = 'launch') and ts >= $from order by ts, dur desc, name;"
+    if ! diff <(query "$dir/trace.pftrace" "$zones") <(query "$last" "$zones") > "$dir/dump.diff"; then
+        echo "flight-recorder/last.pftrace does not overlay trace.pftrace: $dir/dump.diff" >&2
+        head -n 20 "$dir/dump.diff" >&2
+        exit 1
+    fi
+    echo "flight-recorder/last.pftrace overlays trace.pftrace: the same zones at the same ns ($(query "$last" "$zones" | tail -n +2 | wc -l) rows)"
+fi
 python3 "$here/perfetto_check.py" "$dir/trace.pftrace" "$dir"/flight-recorder/*.pftrace

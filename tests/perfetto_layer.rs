@@ -2,7 +2,7 @@
 //! layer writes the recording threads' spans into the same `PerfettoTrace` as the GPU zones,
 //! one track per thread, and each launch lands in the span that recorded it, its arrow going
 //! to its zone. The same run's Chrome trace (the Chrome layer and sink beside them) shows
-//! the same slices on the same tracks.
+//! the same slices on the same tracks, at the same nanoseconds.
 
 use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::chrome::ChromeTrace;
@@ -15,10 +15,10 @@ use tracing_subscriber::layer::SubscriberExt;
 mod perfetto_common;
 
 #[test]
-fn spans_zones_and_arrows_share_one_perfetto_trace_as_in_the_chrome_trace() {
-    let Some(tp) =
-        trace_processor_or_skip("spans_zones_and_arrows_share_one_perfetto_trace_as_in_the_chrome_trace")
-    else {
+fn spans_zones_and_arrows_share_one_perfetto_trace_as_in_the_chrome_trace_to_the_nanosecond() {
+    let Some(tp) = trace_processor_or_skip(
+        "spans_zones_and_arrows_share_one_perfetto_trace_as_in_the_chrome_trace_to_the_nanosecond",
+    ) else {
         return;
     };
     let dir = scratch("perfetto-layer");
@@ -65,18 +65,12 @@ fn spans_zones_and_arrows_share_one_perfetto_trace_as_in_the_chrome_trace() {
     perfetto.flush().unwrap();
     assert_eq!(import_errors(&tp, &perfetto_path), vec![]);
     assert_eq!(import_errors(&tp, &chrome_path), vec![]);
-    // Spans are timed by each layer on its own reading of the clock: compare everything
-    // but their times.
-    let shape = |rows: Vec<Vec<String>>| -> Vec<(String, String, String, String)> {
-        let mut rows: Vec<_> =
-            rows.into_iter().map(|r| (r[0].clone(), r[1].clone(), r[2].clone(), r[5].clone())).collect();
-        rows.sort();
-        rows
-    };
+    // One reading of the clock per span edge and event, shared by both layers: the same
+    // slices at the same nanoseconds.
     let slices = query(&tp, &perfetto_path, SLICES);
     // 12 spans, 12 events, 12 lists of 4 zones and their 48 launches.
     assert_eq!(slices.len(), 12 + 12 + 48 + 48, "{slices:?}");
-    assert_eq!(shape(slices), shape(query(&tp, &chrome_path, SLICES)));
+    assert_eq!(slices, query(&tp, &chrome_path, SLICES), "tracks, names, times, durations, depths");
     let launches_in_spans = query(
         &tp,
         &perfetto_path,
@@ -91,5 +85,8 @@ fn spans_zones_and_arrows_share_one_perfetto_trace_as_in_the_chrome_trace() {
     let flows = query(&tp, &perfetto_path, FLOWS);
     assert_eq!(flows.len(), 48);
     assert!(flows.iter().all(|f| f[0] == f[2]), "each arrow from a launch to its own zone");
-    decode_check("spans_zones_and_arrows_share_one_perfetto_trace_as_in_the_chrome_trace", &[&perfetto_path]);
+    decode_check(
+        "spans_zones_and_arrows_share_one_perfetto_trace_as_in_the_chrome_trace_to_the_nanosecond",
+        &[&perfetto_path],
+    );
 }

@@ -154,8 +154,14 @@ fn a_counter_sample_writes_only_the_counters_that_changed_since_the_last_written
     let out = SharedWriter::default();
     let mut sink = ChromeTrace::new(out.clone()).sink().with_counters(Duration::ZERO);
     sink.open(&info()).unwrap();
-    let mut sample =
-        CounterSample { host_ns: 1_000, slots_in_use: 4, zones_dropped: 0, lists_pending: 1, lag_ns: None };
+    let mut sample = CounterSample {
+        host_ns: 1_000,
+        slots_in_use: 4,
+        zones_dropped: 0,
+        lists_pending: 1,
+        lag_ns: None,
+        clock_bound_ns: None,
+    };
     let mut written = Vec::new();
     let mut send = |sample: &CounterSample| {
         let before = counter_events(&out.0.lock().unwrap()).len();

@@ -30,6 +30,7 @@ enum Msg {
     Time { context: u8, query: u16, gpu: i64 },
     Plot { name: String, value: f64, cpu: i64 },
     FrameMark { name: String, cpu: i64 },
+    Message { text: String },
 }
 
 type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -104,6 +105,9 @@ impl TracyApi for Recorder {
     fn frame_mark(&mut self, name: &str) {
         let cpu = (self.clock)();
         self.push(Msg::FrameMark { name: name.to_owned(), cpu });
+    }
+    fn message(&mut self, text: &str) {
+        self.push(Msg::Message { text: text.to_owned() });
     }
 }
 
@@ -213,6 +217,7 @@ impl Model {
                 assert!(marks.last().is_none_or(|&last| last <= cpu), "a frame mark back in time");
                 marks.push(cpu);
             }
+            Msg::Message { .. } => {}
         }
     }
 
@@ -245,6 +250,17 @@ impl ModelContext {
     /// than it begins, children lie inside their parent, and siblings (top-level zones
     /// included) follow one another in time without crossing.
     fn assert_in_time_order(&self) {
+        self.assert_in_time_order_within(&[]);
+    }
+
+    /// As [`assert_in_time_order`](Self::assert_in_time_order), but a zone may begin before
+    /// its predecessor ends by as much as the two times' bounds, as the collected `zones` say
+    /// (their true times are in order: a list placed high within its bounds, then one placed
+    /// after the clock learnt better).
+    fn assert_in_time_order_within(&self, zones: &[Zone]) {
+        let bound = |start: i64, end: i64, of: fn(&Zone) -> u64| {
+            zones.iter().find(|z| (z.host_begin_ns, z.host_end_ns) == (start, end)).map_or(0, of) as i64
+        };
         let mut open: Vec<&Shown> = Vec::new();
         for zone in &self.zones {
             assert!(zone.start <= zone.end, "lane {:?}: {zone:?} ends before it begins", self.name);
@@ -256,8 +272,10 @@ impl ModelContext {
                 );
             }
             if let Some(sibling) = open.get(zone.depth) {
+                let apart = bound(sibling.start, sibling.end, |z| z.host_end_bound_ns)
+                    + bound(zone.start, zone.end, |z| z.host_begin_bound_ns);
                 assert!(
-                    sibling.end <= zone.start,
+                    sibling.end <= zone.start + apart,
                     "lane {:?}: {zone:?} begins before its predecessor {sibling:?} ends",
                     self.name
                 );
@@ -587,7 +605,7 @@ fn concurrent_streams_each_get_a_lane_where_zones_never_cross_and_stay_in_time_o
     for lane in &lanes {
         let lane = model.named(lane);
         assert_eq!(lane.zones.len(), 50 * 3);
-        lane.assert_in_time_order();
+        lane.assert_in_time_order_within(&memory.zones());
     }
     assert_eq!(model.zone_count(), memory.zones().len());
 }
@@ -714,10 +732,10 @@ fn back_to_back_lists_never_overlap_in_tracy_when_anchors_come_late() {
 
     let model = Model::replay(&recorder.messages());
     assert_eq!(model.contexts.len(), 4);
-    for lane in model.contexts.values() {
-        lane.assert_in_time_order();
-    }
     let mut zones = memory.zones();
+    for lane in model.contexts.values() {
+        lane.assert_in_time_order_within(&zones);
+    }
     assert_eq!(model.zone_count(), zones.len());
     assert_eq!(zones.len(), 400 * 4 * 4);
     for lane in model.contexts.values() {
@@ -728,10 +746,13 @@ fn back_to_back_lists_never_overlap_in_tracy_when_anchors_come_late() {
             );
         }
     }
+    // The true host times follow the GPU's: placed ones go back by no more than their bounds.
     zones.sort_by_key(|z| z.gpu_begin_ns);
     for pair in zones.windows(2) {
-        assert!(pair[0].host_begin_ns <= pair[1].host_begin_ns, "host time went back: {pair:?}");
+        let apart = (pair[0].host_begin_bound_ns + pair[1].host_begin_bound_ns) as i64;
+        assert!(pair[0].host_begin_ns <= pair[1].host_begin_ns + apart, "host time went back: {pair:?}");
     }
+
     let last = zones.last().unwrap();
     let error = last.host_begin_ns - (last.gpu_begin_ns + base);
     assert!(error.abs() <= 1_000, "the mapping is {error} ns off the truth at the end");
@@ -1060,6 +1081,39 @@ fn plotted_context(config: Config) -> (SimBackend, TracingContext<SimBackend>, R
         .build()
         .unwrap();
     (sim, ctx, recorder)
+}
+
+#[test]
+fn a_clock_discontinuity_reaches_tracy_as_a_message_and_the_bound_as_a_plot() {
+    let (sim, ctx, recorder) = plotted_context(Config::default());
+    let stream = sim.stream();
+    let record = || {
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("kernel")).unwrap();
+        sim.launch(&stream, 10_000);
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        sim.advance(1_000_000);
+        ctx.collect()
+    };
+    record().unwrap();
+    // A suspend: the host clock stands still while the GPU's runs on for 2 s.
+    sim.set_host_drift(-1e6);
+    sim.advance(2_000_000_000);
+    sim.set_host_drift(0.0);
+    let jumped = [record(), record(), record()].into_iter().filter_map(Result::err).count();
+    ctx.flush().unwrap();
+    assert_eq!((jumped, ctx.stats().clock_discontinuities), (1, 1));
+    let messages = recorder.messages();
+    let said: Vec<&String> = messages
+        .iter()
+        .filter_map(|m| if let Msg::Message { text } = m { Some(text) } else { None })
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].starts_with("watched: clock discontinuity at GPU time"), "{}", said[0]);
+    let plotted =
+        messages.iter().any(|m| matches!(m, Msg::Plot { name, .. } if name == "watched / clock bound (us)"));
+    assert!(plotted);
 }
 
 #[test]

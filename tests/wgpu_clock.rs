@@ -52,16 +52,17 @@ fn host_times_on_lavapipe_are_within_a_millisecond_of_the_device_clock() {
     while started.elapsed() < Duration::from_secs(1) {
         sink.clear();
         spin.set_steps(&gpu.queue, 20_000);
-        let encoder = ctx.backend().encoder(&lane, None);
-        let mut list = ctx.list();
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        let mut list = ctx.wgpu_list(&lane);
         {
-            let mut zone = list.scope(&encoder, location!("zone"));
-            zone.encoder().unwrap().write_timestamp(&reference.set, 0);
-            spin.dispatch(&mut zone.compute_pass(location!("work")).compute().unwrap());
-            zone.encoder().unwrap().write_timestamp(&reference.set, 1);
+            let mut zone = list.scope(&mut encoder, location!("zone"));
+            zone.write_timestamp(&reference.set, 0);
+            spin.dispatch(&mut zone.scoped_compute_pass(location!("work")));
+            zone.write_timestamp(&reference.set, 1);
         }
-        reference.resolve(&mut encoder.encoder().unwrap());
-        ctx.queue_submit(&lane, [encoder.finish().unwrap()], vec![list]).unwrap();
+        reference.resolve(&mut encoder);
+        list.resolve(&mut encoder).unwrap();
+        ctx.queue_submit(&lane, [encoder.finish()], [list]).unwrap();
         let ticks = reference.read(&gpu.device);
         ctx.flush().unwrap();
         let zone = sink.zones().into_iter().find(|z| z.location.name() == "zone").unwrap();

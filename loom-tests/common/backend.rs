@@ -3,10 +3,19 @@
 //!
 //! The backend keeps every piece of state that crosses threads in loom atomics, so loom sees
 //! (and checks) the synchronization between a recording thread's `record` and the
-//! collector's completion checks. It has no GPU clock: an event is complete once it is
-//! recorded, and its time is its stream's tick count at recording (one tick = 1 µs). Its host
-//! clock reads 0, unless the calling model thread set a clock of its own
-//! ([`set_host_clock`]).
+//! collector's completion checks. An event is complete once it is recorded.
+//!
+//! **Its clocks.** The collector checks GPU times against the host reads around them (a list's
+//! span against the host time between its first record and its read, a list's place against
+//! its anchor's reads), so the model's GPU and host clocks must be one clock, as a real pair
+//! is within the rate bound: GPU time counts ticks (1 µs), and the host clock reads the GPU's
+//! newest tick (in ns, plus the calling thread's [`set_host_clock`] tag). A stream's next event
+//! runs one tick after its last, or, when the recording thread read the host clock since its
+//! last record (before a list's first record, an anchor's, a launch), one tick after the
+//! newest tick of the GPU: never before a host time read before it was recorded. So a zone
+//! recorded begin then end by one thread is exactly 1 000 ns long, whatever other threads do.
+//! The clock is `std` state, outside loom's view: loom runs one thread at a time, so it is the
+//! same in every replay of an interleaving.
 
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
@@ -15,28 +24,41 @@ use gpu_event_pool::{
 };
 use loom::sync::atomic::{AtomicU64, Ordering};
 use std::cell::Cell;
+use std::sync::atomic::Ordering::Relaxed;
 
 loom::thread_local! {
-    /// The calling model thread's host clock: 0 (not set) reads 0 for ever; once set, each
-    /// read returns it and moves it on by 1 ns.
-    static HOST_CLOCK: Cell<i64> = Cell::new(0);
+    /// The calling model thread's tag, added to each host time it reads ([`set_host_clock`]).
+    static HOST_TAG: Cell<i64> = Cell::new(0);
+    /// Whether the calling model thread read the host clock since its last record.
+    static READ_HOST: Cell<bool> = Cell::new(false);
 }
 
-/// Starts the calling model thread's host clock at `ns` (not 0): the backend's
-/// `host_now_ns` on this thread then reads `ns`, `ns + 1`, ..., so what the crate read on
-/// which thread (a zone's launch) can be told apart.
+/// Tags the calling model thread's host times: each read on this thread is the GPU's newest
+/// tick in ns plus `ns` (1 to 999), so what the crate read on which thread (a zone's launch)
+/// can be told apart.
 #[allow(dead_code, reason = "each loom_* target compiles this module; not all read host times")]
 pub fn set_host_clock(ns: i64) {
-    assert_ne!(ns, 0, "0 is the clock that is not set");
-    HOST_CLOCK.with(|clock| clock.set(ns));
+    assert!((1..1_000).contains(&ns), "a tag is under one tick: {ns}");
+    HOST_TAG.with(|tag| tag.set(ns));
 }
 
+/// The tag of a host time read on a thread that [`set_host_clock`] tagged.
+#[allow(dead_code, reason = "each loom_* target compiles this module; not all read host times")]
+pub fn host_tag(ns: i64) -> i64 {
+    ns % TICK_NS
+}
+
+/// One tick, in nanoseconds.
+const TICK_NS: i64 = 1_000;
 /// One tick of a stream, in milliseconds (1 µs).
 const TICK_MS: f32 = 1e-3;
 
-/// A GPU for loom: events complete once recorded, timed by their stream's ticks.
+/// A GPU for loom: events complete once recorded, timed by the ticks of one clock (the module
+/// doc).
 #[derive(Debug, Clone)]
 pub struct LoomBackend {
+    /// The newest tick any event ran at (std: see the module doc).
+    newest_tick: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Events alive now (test bookkeeping, read only after every thread has joined).
     live_events: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Time reads left to fail (a loom atomic: collectors on several threads read it).
@@ -49,32 +71,92 @@ pub struct LoomBackend {
 /// The payload of an injected backend panic ([`LoomBackend::panic_in_elapsed`]).
 pub const INJECTED_PANIC: &str = "injected backend panic";
 
-/// A stream: one recording thread's queue, counting the events recorded on it.
+/// A stream: one recording thread's queue.
 #[derive(Debug)]
 pub struct LoomStream {
     id: u64,
-    ticks: Cell<u64>,
-    /// The tick count of a stream several threads record on (each through its own
-    /// `LoomStream` of the same id): its modification order is the GPU's order. `None`: the
-    /// thread's own count (no atomic, so the models that do not need it stay small).
+    /// The tick its last event ran at.
+    last: Cell<u64>,
+    /// The record count of a stream several threads record on (each through its own
+    /// `LoomStream` of the same id): an RMW at each record, whose modification order is the
+    /// order the GPU runs them in (each runs one tick after the GPU's newest). `None`: the
+    /// thread's own stream (no atomic, so the models that do not need it stay small).
     shared: Option<loom::sync::Arc<AtomicU64>>,
+    /// The driver's queue of the stream's command buffers, in plain memory, and this handle's
+    /// command buffer: see [`LoomStream::opening`]. `None`: no such driver state.
+    opens: Option<Opens>,
+}
+
+/// The names of the command buffers opened on a stream, in order, as a driver keeps them in
+/// plain memory, leaving the serialization of openings to its caller as Vulkan leaves a
+/// command buffer's and a queue's host access to the application ("externally
+/// synchronized"): the crate's lane place lock is what serializes them (`shared/lanes/`). A
+/// loom cell: loom reports two openings, or an opening and a failed one's look, with no
+/// happens-before edge between them as a data race.
+#[derive(Debug)]
+pub struct Openings(loom::cell::UnsafeCell<Vec<&'static str>>);
+
+// Safety: every access goes through loom's cell, which checks it: two with no happens-before
+// edge between them (one a write) fail the model instead of racing.
+unsafe impl Sync for Openings {}
+
+impl Openings {
+    #[allow(dead_code, reason = "each loom_* target compiles this module; not all record on a shared stream")]
+    pub fn new() -> Self {
+        Self(loom::cell::UnsafeCell::new(Vec::new()))
+    }
+
+    /// The openings so far, once every thread that opened one has been joined.
+    #[allow(dead_code, reason = "each loom_* target compiles this module; not all record on a shared stream")]
+    pub fn names(&self) -> Vec<&'static str> {
+        // Safety: loom checks the access (above); the caller joined every opener.
+        self.0.with(|queue| unsafe { (*queue).clone() })
+    }
+}
+
+/// A handle's side of [`Openings`].
+#[derive(Debug)]
+struct Opens {
+    queue: loom::sync::Arc<Openings>,
+    /// This handle's command buffer; opened by its first record.
+    name: &'static str,
+    opened: Cell<bool>,
+    /// Whether the first record fails (after looking at the queue), as a driver out of
+    /// command buffers would; the next one then opens.
+    fails_once: Cell<bool>,
 }
 
 impl LoomStream {
     /// A stream whose lane is `Lane::Stream(id)`.
     pub fn new(id: u64) -> Self {
-        Self { id, ticks: Cell::new(0), shared: None }
+        Self { id, last: Cell::new(0), shared: None, opens: None }
     }
 
-    /// A handle, for one thread, on the stream `Lane::Stream(id)` whose ticks are `ticks`,
-    /// shared with the other threads recording on it.
+    /// A handle, for one thread, on the stream `Lane::Stream(id)` whose record count is
+    /// `ticks`, shared with the other threads recording on it.
     #[allow(dead_code, reason = "each loom_* target compiles this module; not all record on a shared stream")]
     pub fn shared(id: u64, ticks: loom::sync::Arc<AtomicU64>) -> Self {
-        Self { id, ticks: Cell::new(0), shared: Some(ticks) }
+        Self { id, last: Cell::new(0), shared: Some(ticks), opens: None }
+    }
+
+    /// [`shared`](Self::shared), for one list's recording: its first record opens a command
+    /// buffer named `name` on the stream's `queue` of openings, in plain memory (the driver
+    /// relies on its caller to serialize openings); with `fails_once`, the first record fails
+    /// after looking at the queue, and the next one opens. The other records only run.
+    #[allow(dead_code, reason = "each loom_* target compiles this module; not all record on a shared stream")]
+    pub fn opening(
+        id: u64,
+        ticks: loom::sync::Arc<AtomicU64>,
+        queue: loom::sync::Arc<Openings>,
+        name: &'static str,
+        fails_once: bool,
+    ) -> Self {
+        let opens = Opens { queue, name, opened: Cell::new(false), fails_once: Cell::new(fails_once) };
+        Self { opens: Some(opens), ..Self::shared(id, ticks) }
     }
 }
 
-/// A timing event: 0 until recorded, then its stream's tick count (at least 1).
+/// A timing event: 0 until recorded, then the tick it ran at (at least 1).
 #[derive(Debug)]
 pub struct LoomEvent {
     stamp: AtomicU64,
@@ -90,6 +172,7 @@ impl Drop for LoomEvent {
 impl Default for LoomBackend {
     fn default() -> Self {
         Self {
+            newest_tick: Default::default(),
             live_events: Default::default(),
             failing_reads: loom::sync::Arc::new(loom::sync::atomic::AtomicUsize::new(0)),
             panicking: Default::default(),
@@ -161,15 +244,32 @@ impl Backend for LoomBackend {
     }
 
     fn record(&self, event: &LoomEvent, stream: &LoomStream) -> Result<(), BackendError> {
-        let tick = match &stream.shared {
-            // Relaxed: the GPU's order is the counter's modification order; the event's
-            // stamp is published by the Release store below.
-            Some(ticks) => ticks.fetch_add(1, Ordering::Relaxed) + 1,
-            None => {
-                stream.ticks.set(stream.ticks.get() + 1);
-                stream.ticks.get()
+        if let Some(opens) = stream.opens.as_ref().filter(|o| !o.opened.get()) {
+            if opens.fails_once.replace(false) {
+                // Safety: loom checks the access (`Openings`): unordered with another, it fails
+                // the model.
+                let _open = opens.queue.0.with(|queue| unsafe { (*queue).len() });
+                return Err(BackendError::new("loom::record", "no command buffer free"));
             }
+            // Safety: as above.
+            opens.queue.0.with_mut(|queue| unsafe { (*queue).push(opens.name) });
+            opens.opened.set(true);
+        }
+        // After a host read on this thread, one tick after the GPU's newest (module doc).
+        let after_read = READ_HOST.with(|read| read.replace(false));
+        let newest = self.newest_tick.load(Relaxed);
+        let tick = match &stream.shared {
+            Some(ticks) => {
+                // Relaxed: the GPU's order is the count's modification order; the event's
+                // stamp is published by the Release store below.
+                ticks.fetch_add(1, Ordering::Relaxed);
+                newest + 1
+            }
+            None if after_read => stream.last.get().max(newest) + 1,
+            None => stream.last.get() + 1,
         };
+        stream.last.set(tick);
+        self.newest_tick.fetch_max(tick, Relaxed);
         // Release: whoever sees the stamp sees the event as recorded.
         event.stamp.store(tick, Ordering::Release);
         Ok(())
@@ -203,13 +303,9 @@ impl Backend for LoomBackend {
     }
 
     fn host_now_ns(&self) -> i64 {
-        HOST_CLOCK.with(|clock| {
-            let now = clock.get();
-            if now != 0 {
-                clock.set(now + 1);
-            }
-            now
-        })
+        READ_HOST.with(|read| read.set(true));
+        let newest = self.newest_tick.load(Relaxed) as i64;
+        newest * TICK_NS + HOST_TAG.with(Cell::get)
     }
 }
 

@@ -121,7 +121,9 @@ pub enum Mark {
 /// Implementations must be cheap to call from many threads at once: `record` is on the
 /// recording hot path. The collector reads completion through `elapsed` alone (its "not
 /// ready" answer is the completion test); it calls `wait` only in `flush` and when the
-/// context is made. The collector never calls `is_complete` (it is for users and tests).
+/// context is made. The collector calls `is_complete` only on a backend that retires events
+/// ([`RETIRES`](Self::RETIRES)), for the events of a list whose read failed, before it
+/// retires them.
 pub trait Backend: Send + Sync + 'static {
     /// A timing event. Created once per pool slot, destroyed (dropped) with the pool.
     type Event: Send + Sync + 'static;
@@ -138,7 +140,8 @@ pub trait Backend: Send + Sync + 'static {
     /// records of its [`activity_source`](Self::activity_source). An activity backend records
     /// no event (its `record_mark` does nothing and never fails), and the collector never
     /// calls its other event methods: its zones take slots only to travel through
-    /// submission.
+    /// submission. What the crate reads is [`timing`](Self::timing), which says this unless
+    /// the backend chooses when it is made.
     const TIMING: Timing = Timing::Events;
     /// Whether [`retire`](Self::retire) does anything. `false` (the default): the crate never
     /// calls it.
@@ -146,6 +149,15 @@ pub trait Backend: Send + Sync + 'static {
 
     /// A short name for reports ("sim", "cuda", "vulkan").
     fn name(&self) -> &'static str;
+    /// How this backend's zones are timed: [`TIMING`](Self::TIMING) (the default, a constant
+    /// the compiler folds). A backend that chooses when it is made overrides it: a
+    /// `CuptiBackend` that found CUPTI held by another tool and was asked to fall back to
+    /// CUDA events (`CuptiConfig::fall_back_to_events`) says [`Timing::Events`]. It never
+    /// changes once the backend is made.
+    #[inline(always)]
+    fn timing(&self) -> Timing {
+        Self::TIMING
+    }
     /// Creates a timing event.
     fn create_event(&self) -> Result<Self::Event, BackendError>;
     /// Creates a stream for the context's own calibration events.
@@ -213,7 +225,9 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
     /// Called with each event of a collected list (emitted, or failed) before its slot goes
-    /// back to the pool, on the collecting thread: never on the recording path. A backend
+    /// back to the pool, on the collecting thread: never on the recording path; for a failed
+    /// list, only once [`is_complete`](Self::is_complete) says the GPU has passed each of its
+    /// events (another of its zones may still run when its read fails). A backend
     /// whose events must be reset before they are recorded again does it here (Vulkan's
     /// queries). Not called for a list dropped unsubmitted (its events were recorded into
     /// work that must never run, so never written), nor for the collector's anchors (a
@@ -224,7 +238,7 @@ pub trait Backend: Send + Sync + 'static {
         let _ = event;
     }
     /// Where the collector reads the work the GPU ran, for a backend whose
-    /// [`TIMING`](Self::TIMING) is [`Timing::Activities`] (`Builder::build` refuses one that
+    /// [`timing`](Self::timing) is [`Timing::Activities`] (`Builder::build` refuses one that
     /// gives none). `None` (the default) for an event backend.
     fn activity_source(&self) -> Option<&dyn ActivitySource> {
         None

@@ -18,23 +18,21 @@
 //! Host times come from the one mapping (`mapping.rs`), the only place GPU time becomes host
 //! time: every anchor is also a calibration pair for it.
 //!
-//! **No read is taken for a time the GPU cannot have run.** A backend may answer a read with a
-//! number that is no distance (Vulkan's read of a difference that does not fit is
-//! `i64::MAX`). Every anchor's step and every list's times are checked against what the GPU
-//! can have run when they were read ([`Anchors::reach`]): nothing before the base event, and
-//! nothing past the newest anchor plus the host time since it was recorded (at the fastest
-//! plausible drift, [`MAX_DRIFT`]). A time outside fails its list, or its anchor, with a
-//! [`TimeError`]: taken as true, it would move the mapping's frontier there and freeze the
-//! mapping for every later list.
+//! **A step back is no step.** The anchors run in order on one stream, each recorded once the
+//! one before was seen complete, so the step from one to the next cannot be negative, and a
+//! sum of steps cannot leave `i64`: an anchor read so ([`TimeError::AnchorStep`]) is dropped
+//! and another taken. Any other step is taken as read: one the host time between them cannot
+//! explain (a suspend, a GPU counter that stopped) is a discontinuity of the clocks, which the
+//! mapping sees in the anchor's bounds and begins a new segment for (`mapping.rs`).
 //!
 //! Every backend call here goes through [`guarded`]: a backend that panics fails the call,
 //! it does not unwind through the collector.
 
-use super::estimator::MAX_DRIFT;
+use super::bounds::PointBound;
 use crate::backend::{create_event, guarded, host_now, Backend, BackendError, Elapsed};
 use crate::error::{Error, TimeError};
 use crate::sink::Calibration;
-use crate::sync::{lock, Arc, Mutex};
+use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -42,8 +40,17 @@ use std::time::Duration;
 /// default), the last 320 ms or more.
 pub(crate) const ANCHORS: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 64 };
 
-/// Calibration pairs taken when the context is made, while its GPU is idle.
-pub(crate) const STARTUP_PAIRS: usize = if cfg!(gpu_event_pool_loom) { 1 } else { 4 };
+/// Anchors taken after the base event when the context is made, each waited for: one, so that
+/// the first lists are bounded by a tight interval beside the base's, and a wrong read at the
+/// base shows at once as a discontinuity rather than at the first collect.
+pub(crate) const STARTUP_PAIRS: usize = 1;
+
+/// The latest GPU time the timeline holds: half of `i64`'s range, 146 years after the base
+/// event. A step that reads past it is no distance: no GPU counter of a running process is
+/// that far on (a suspend of a century is not one), and half the range keeps every later
+/// time of a list, read from an anchor as a distance of up to as much again, within `i64`
+/// (an anchor taken there made every list after it fail as out of range).
+const TIMELINE_END: i64 = i64::MAX / 2;
 
 /// Distances under this many nanoseconds (16 ms) survive `f32` milliseconds exactly: below
 /// 16 ms an `f32` step is at most 2^-20 ms (0.95 ns), so rounding back to whole nanoseconds
@@ -72,21 +79,21 @@ pub(crate) fn reading_bound(elapsed: Elapsed) -> i64 {
     }
 }
 
-/// How far (ns) a time may lie outside what the GPU can have run before it is refused: host
-/// clocks read with jitter, `f32` rounding (1 ms).
-const REACH_SLACK_NS: i64 = 1_000_000;
-
-/// The span of GPU time the GPU can have run by a given host time (both ends included).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Reach {
-    pub(crate) earliest: i64,
-    pub(crate) latest: i64,
+/// What the host reads around an anchor at `gpu_ns` say of the offset there: the read before
+/// its record is a lower bound, the read after it was seen complete an upper one (a read
+/// before that is below the other is none: the earlier read is dropped).
+pub(crate) fn reads_bound(gpu_ns: i64, recorded_ns: i64, observed_ns: i64) -> PointBound {
+    PointBound::from_host(gpu_ns, (recorded_ns <= observed_ns).then_some(recorded_ns), Some(observed_ns))
 }
 
-impl Reach {
-    pub(crate) fn holds(&self, gpu_ns: i64) -> bool {
-        (self.earliest..=self.latest).contains(&gpu_ns)
-    }
+/// When the keeper records a new anchor besides when the newest is older than the interval.
+#[derive(Debug, Clone, Copy)]
+enum Record {
+    /// Now (a flush; a list placed from its own reads).
+    Now,
+    /// If lists were read up to this GPU time past the newest anchor, and the newest is older
+    /// than [`poll_gap`].
+    Past(Option<i64>),
 }
 
 /// The least time between two asks whether the pending anchor is complete.
@@ -102,23 +109,8 @@ pub(crate) struct Anchor<E> {
     /// How far `at.gpu_ns` may be off, summed over the steps from the base (0 while every
     /// step was under 16 ms).
     drift: i64,
-    /// A host time no later than when the GPU reached the anchor: the pair's host time, or
-    /// the host time read once it was found complete if that is earlier (a pair reported
-    /// too late).
-    reached_by_ns: i64,
-}
-
-impl<E> Anchor<E> {
-    /// What the GPU can have run by host time `now_ns`: from the base event (GPU time 0) to
-    /// this anchor plus the host time since it, at the fastest plausible drift.
-    fn reach(&self, now_ns: i64) -> Reach {
-        let since = now_ns.saturating_sub(self.reached_by_ns).max(0);
-        let ahead = since.saturating_add((since as f64 * MAX_DRIFT) as i64);
-        Reach {
-            earliest: -REACH_SLACK_NS,
-            latest: self.at.gpu_ns.saturating_add(ahead).saturating_add(REACH_SLACK_NS),
-        }
-    }
+    /// The host reads around it: before its record, after it was seen complete.
+    bound: PointBound,
 }
 
 /// A time on the context's timeline, the drift bound of the anchor it was read from, and the
@@ -152,37 +144,32 @@ impl<E> Anchors<E> {
     pub(crate) fn oldest_gpu_ns(&self) -> i64 {
         lock(&self.list).front().map_or(i64::MIN, |a| a.at.gpu_ns)
     }
-
-    /// What the GPU can have run by host time `now_ns`, read after the newest anchor was
-    /// taken: nothing before the base event, nothing past the newest anchor plus the host
-    /// time since it (at the fastest plausible drift, [`MAX_DRIFT`], and 1 ms for jitter).
-    pub(crate) fn reach(&self, now_ns: i64) -> Reach {
-        self.newest().reach(now_ns)
-    }
 }
 
 /// The time of `event` (complete) on the context's timeline, from the nearest anchor: one read
 /// when the newest anchor is within the exact range, two when another is nearer. Also returns
 /// the anchor's drift bound and how far this read may be off by rounding (0 within the exact
-/// range). Any collector may call it, concurrently with the emitter's `refresh`. The sum
-/// saturates: a read that is no distance places the event at an end of `i64`, which the
-/// caller refuses ([`Anchors::reach`]).
+/// range), and the host reads around the anchor it was read from. Any collector may call it,
+/// concurrently with the emitter's `refresh`. The sum saturates: a read that is no distance
+/// places the event at an end of `i64`, which the caller refuses.
 pub(crate) fn place<B: Backend>(
     backend: &B,
     anchors: &Anchors<B::Event>,
     event: &B::Event,
-) -> Result<Placed, BackendError> {
-    let read = |anchor: &Anchor<B::Event>| -> Result<Placed, BackendError> {
+) -> Result<(Placed, PointBound), BackendError> {
+    let read = |anchor: &Anchor<B::Event>| -> Result<(Placed, PointBound), BackendError> {
         match guarded("elapsed", || backend.elapsed(&anchor.event, event))? {
             Some(distance) => {
-                Ok((anchor.at.gpu_ns.saturating_add(distance.ns), anchor.drift, reading_bound(distance)))
+                let placed =
+                    (anchor.at.gpu_ns.saturating_add(distance.ns), anchor.drift, reading_bound(distance));
+                Ok((placed, anchor.bound))
             }
             None => Err(BackendError::new("elapsed", "a read event became not ready")),
         }
     };
     let newest = anchors.newest();
     let placed = read(&newest)?;
-    let (estimate, _, bound) = placed;
+    let ((estimate, _, bound), _) = placed;
     if bound == 0 {
         return Ok(placed);
     }
@@ -194,12 +181,18 @@ pub(crate) fn place<B: Backend>(
 }
 
 /// A calibration taken by the keeper of the anchors, for the emitter: a new anchor's pair
-/// (the host time read before it was recorded, a lower bound of the clocks' offset) and the
-/// host time read just after it was found complete (an upper bound).
+/// (its GPU time and host time, the backend's exact one where it gives one: what sinks are
+/// told), and the bounds of its host time from the keeper's own reads: the host time read
+/// just before it was recorded, or before a later ask that found it not complete yet (the GPU
+/// reached it later), and just after it was found complete (the GPU reached it before). A backend's exact pair is not taken as a bound: the
+/// reads around the record are, whatever the backend says.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Observation {
     pub(crate) at: Calibration,
+    pub(crate) not_before_ns: i64,
     pub(crate) observed_ns: i64,
+    /// How far `at.gpu_ns` may be off (the anchor's drift bound).
+    pub(crate) drift: i64,
 }
 
 /// The context's timeline, shared by every collector: the completed anchors (readers place
@@ -211,14 +204,22 @@ pub(crate) struct Timeline<B: Backend> {
     keeper: Mutex<Keeper<B>>,
     /// Observations for the emitter; the lock is held only to push or take them.
     news: Mutex<Vec<Observation>>,
+    /// Set by the emitter when a list's reads did not fit the clock it knew (a discontinuity
+    /// no anchor has shown yet, or the host clock gone back): the next refresh records an
+    /// anchor whatever the newest one's age.
+    wanted: AtomicBool,
 }
 
 /// The anchors' stream, the anchor being recorded, and the spare anchor events: touched by
 /// one collector at a time.
 struct Keeper<B: Backend> {
     stream: B::Stream,
-    /// An anchor recorded but not yet complete, with the host time it was recorded at.
-    pending: Option<(B::Event, i64)>,
+    /// An anchor recorded but not yet complete: the host time read before its record, and
+    /// the backend's exact host time if it gave one.
+    pending: Option<(B::Event, i64, Option<i64>)>,
+    /// A host time the GPU had not reached the pending anchor by: read before its record, or
+    /// before an ask that found it not complete (a lower bound, tighter while the GPU is late).
+    not_before_ns: i64,
     /// Host time the pending anchor was last asked whether it is complete.
     polled_ns: i64,
     /// Anchor events not in use.
@@ -228,7 +229,8 @@ struct Keeper<B: Backend> {
 impl<B: Backend> Timeline<B> {
     /// Makes the timeline: its stream and the base event (recorded and waited for, like the
     /// seed's calibration), GPU time 0, then [`STARTUP_PAIRS`] calibrations while the GPU is
-    /// idle (waiting for each), left for the emitter. Returns the base calibration pair too.
+    /// idle (waiting for each); the base's and theirs are left for the emitter. Returns the
+    /// base calibration pair too.
     pub(crate) fn new(backend: &B) -> Result<(Self, Calibration), Error> {
         let stream = guarded("create_stream", || backend.create_stream())?;
         let base = create_event(backend)?;
@@ -237,21 +239,25 @@ impl<B: Backend> Timeline<B> {
         let exact = guarded("record_anchor", || backend.record_anchor(&base, &stream))?;
         guarded("wait", || backend.wait(&base))?;
         let observed_ns = host_now(backend)?;
-        let host_ns = exact.unwrap_or(observed_ns);
+        let host_ns = exact.unwrap_or(recorded_ns);
         let at = Calibration { gpu_ns: 0, host_ns };
-        // The GPU reached the base after it was recorded: what it can have run since is
-        // measured from then, not from the wait's end, which may come long after (a slow
-        // readback), or a next anchor would seem to step past what the host time allows.
-        let reached_by_ns = exact.unwrap_or(recorded_ns).min(observed_ns);
-        let anchor = Anchor { event: base, at, drift: 0, reached_by_ns };
+        let bound = reads_bound(0, recorded_ns, observed_ns);
+        let anchor = Anchor { event: base, at, drift: 0, bound };
         let list = VecDeque::from([Arc::new(anchor)]);
         let timeline = Self {
             anchors: Anchors { list: Mutex::new(list) },
-            keeper: Mutex::new(Keeper { stream, pending: None, polled_ns: i64::MIN, spare: vec![spare] }),
-            news: Mutex::new(Vec::new()),
+            keeper: Mutex::new(Keeper {
+                stream,
+                pending: None,
+                not_before_ns: i64::MIN,
+                polled_ns: i64::MIN,
+                spare: vec![spare],
+            }),
+            news: Mutex::new(vec![Observation { at, not_before_ns: recorded_ns, observed_ns, drift: 0 }]),
+            wanted: AtomicBool::new(false),
         };
         for _ in 0..STARTUP_PAIRS {
-            timeline.refresh(backend, Duration::ZERO, true)?;
+            timeline.refresh(backend, Duration::ZERO, true, None)?;
         }
         Ok((timeline, at))
     }
@@ -260,7 +266,13 @@ impl<B: Backend> Timeline<B> {
     /// than `interval`; with `wait` (a flush, which ends on a fresh anchor), records one and
     /// waits for it. Without `wait`, does nothing when another collector keeps the anchors
     /// now. A new anchor's calibration is left for the emitter ([`take_news`](Self::take_news)).
-    pub(crate) fn refresh(&self, backend: &B, interval: Duration, wait: bool) -> Result<(), Error> {
+    pub(crate) fn refresh(
+        &self,
+        backend: &B,
+        interval: Duration,
+        wait: bool,
+        read: Option<i64>,
+    ) -> Result<(), Error> {
         let mut keeper = if wait {
             lock(&self.keeper)
         } else {
@@ -269,10 +281,18 @@ impl<B: Backend> Timeline<B> {
                 None => return Ok(()),
             }
         };
-        if let Some(observation) = keeper.refresh(backend, &self.anchors, interval, wait)? {
+        // Relaxed: a hint; an anchor recorded one collect later is no less right.
+        let wanted = self.wanted.swap(false, Ordering::Relaxed);
+        let record = if wait || wanted { Record::Now } else { Record::Past(read) };
+        if let Some(observation) = keeper.refresh(backend, &self.anchors, interval, wait, record)? {
             lock(&self.news).push(observation);
         }
         Ok(())
+    }
+
+    /// Asks for a new anchor at the next refresh, whatever the newest one's age.
+    pub(crate) fn want_anchor(&self) {
+        self.wanted.store(true, Ordering::Relaxed);
     }
 
     /// Moves the calibrations taken since the last call into `into`, oldest first.
@@ -293,19 +313,27 @@ impl<B: Backend> Timeline<B> {
 
 impl<B: Backend> Keeper<B> {
     /// [`Timeline::refresh`] with the keeper held: the new anchor's observation, if one
-    /// completed.
+    /// completed. With `record`, a new anchor is recorded whatever the newest one's age, or
+    /// when lists were read past the newest and it is older than a sixteenth of the interval.
     fn refresh(
         &mut self,
         backend: &B,
         anchors: &Anchors<B::Event>,
         interval: Duration,
         wait: bool,
+        record: Record,
     ) -> Result<Option<Observation>, Error> {
         let newest = anchors.newest();
+        let mut fresh = false;
         if self.pending.is_none() {
             let age = host_now(backend)? - newest.at.host_ns;
-            let stale = u128::try_from(age).unwrap_or(0) >= interval.as_nanos();
-            if stale || wait {
+            // A host clock gone back since (a step) makes it stale too.
+            let stale = age < 0 || u128::try_from(age).unwrap_or(0) >= interval.as_nanos();
+            let wanted = match record {
+                Record::Now => true,
+                Record::Past(read) => read > Some(newest.at.gpu_ns) && age >= poll_gap(interval),
+            };
+            if stale || wanted {
                 let event = match self.spare.pop() {
                     Some(event) => event,
                     None => create_event(backend)?,
@@ -313,7 +341,12 @@ impl<B: Backend> Keeper<B> {
                 let record = || guarded("record_anchor", || backend.record_anchor(&event, &self.stream));
                 let recorded = host_now(backend).and_then(|host_ns| Ok((host_ns, record()?)));
                 match recorded {
-                    Ok((host_ns, exact)) => self.pending = Some((event, exact.unwrap_or(host_ns))),
+                    Ok((host_ns, exact)) => {
+                        self.pending = Some((event, host_ns, exact));
+                        self.not_before_ns = host_ns;
+                        self.polled_ns = host_ns;
+                        fresh = true;
+                    }
                     Err(e) => {
                         self.spare.push(event);
                         return Err(e.into());
@@ -321,38 +354,65 @@ impl<B: Backend> Keeper<B> {
                 }
             }
         }
-        let Some((event, _)) = &self.pending else { return Ok(None) };
+        let Some((event, _, _)) = &self.pending else { return Ok(None) };
         if wait {
             guarded("wait", || backend.wait(event))?;
-        } else {
+        } else if !fresh {
             // Asked at most every sixteenth of the interval: on CUDA each ask is a driver call,
-            // which waits behind every recording thread's. An anchor found late is no less
-            // exact.
+            // which waits behind every recording thread's. A new anchor is asked about once at
+            // once: on an idle GPU it is complete already, and its bounds are then as tight as
+            // the two host reads around its record.
             let now = host_now(backend)?;
-            if now.saturating_sub(self.polled_ns) < poll_gap(interval) {
+            let since = now.saturating_sub(self.polled_ns);
+            // (A host clock gone back since asks at once.)
+            if (0..poll_gap(interval)).contains(&since) {
                 return Ok(None);
             }
             self.polled_ns = now;
         }
-        let Some(step) = guarded("elapsed", || backend.elapsed(&newest.event, event))? else {
+        let read = || guarded("elapsed", || backend.elapsed(&newest.event, event));
+        let Some(step) = read()? else {
+            // Not reached when asked: the read before the ask bounds it from below.
+            if !wait && !fresh {
+                self.not_before_ns = self.not_before_ns.max(self.polled_ns);
+            }
             return Ok(None);
         };
         // Read after the anchor was found complete: the GPU reached it before.
         let observed_ns = host_now(backend)?;
-        let (event, host_ns) = self.pending.take().expect("checked above");
-        // The anchor was recorded after the newest, on the same stream, and has run by now.
-        let gpu_ns = newest.at.gpu_ns.saturating_add(step.ns);
-        let reach =
-            Reach { earliest: newest.at.gpu_ns.saturating_sub(REACH_SLACK_NS), ..newest.reach(observed_ns) };
-        if !reach.holds(gpu_ns) {
+        let (_, recorded_ns, exact) = self.pending.as_ref().expect("checked above");
+        let (recorded_ns, exact, not_before_ns) = (*recorded_ns, *exact, self.not_before_ns);
+        // The anchor was recorded once the newest was seen complete, on the same stream: it
+        // ran after it. A step back, or one past `i64`, is no distance. A step the host reads
+        // around the two anchors cannot hold at the rate bound is read again: the same answer
+        // is a discontinuity of the clocks (the mapping begins a new segment there), another
+        // one that fits is the step, and two that disagree are no distance.
+        let at_step = |step: Elapsed| {
+            let gpu_ns =
+                newest.at.gpu_ns.checked_add(step.ns).filter(|&g| step.ns >= 0 && g <= TIMELINE_END)?;
+            Some((gpu_ns, reads_bound(gpu_ns, not_before_ns, observed_ns)))
+        };
+        let fits = |(_, bound): &(i64, PointBound)| bound.agrees(&newest.bound);
+        let taken = match at_step(step).filter(fits) {
+            Some(taken) => Some((taken, step)),
+            None => {
+                let again = read()?.filter(|again| {
+                    at_step(*again).is_some_and(|a| fits(&a))
+                        || again.ns.abs_diff(step.ns) <= reading_bound(step).unsigned_abs()
+                });
+                again.and_then(|again| at_step(again).map(|taken| (taken, again)))
+            }
+        };
+        let (event, _, _) = self.pending.take().expect("checked above");
+        let Some(((gpu_ns, bound), step)) = taken else {
             self.spare.push(event);
-            let (earliest_ns, latest_ns) =
-                (reach.earliest - newest.at.gpu_ns, reach.latest - newest.at.gpu_ns);
-            return Err(TimeError::AnchorStep { step_ns: step.ns, earliest_ns, latest_ns }.into());
-        }
+            return Err(TimeError::AnchorStep { step_ns: step.ns }.into());
+        };
+        let host_ns = exact.unwrap_or(recorded_ns);
         let at = Calibration { gpu_ns, host_ns };
         let drift = newest.drift.saturating_add(reading_bound(step));
-        let anchor = Anchor { event, at, drift, reached_by_ns: host_ns.min(observed_ns) };
+        let anchor = Anchor { event, at, drift, bound };
+
         drop(newest);
         let retired = {
             let mut list = lock(&anchors.list);
@@ -368,6 +428,6 @@ impl<B: Backend> Keeper<B> {
         if let Some(Ok(oldest)) = retired.map(Arc::try_unwrap) {
             self.spare.push(oldest.event);
         }
-        Ok(Some(Observation { at, observed_ns }))
+        Ok(Some(Observation { at, not_before_ns, observed_ns, drift }))
     }
 }

@@ -23,6 +23,7 @@
 use crate::backend::{Lane, Placement};
 use crate::error::Error;
 use crate::location::Location;
+use crate::shared::lanes::LaneSeq;
 use crate::shared::record::ListRecord;
 use crate::sink::Zone;
 use crate::sync::{AtomicUsize, Ordering};
@@ -44,8 +45,9 @@ pub(super) struct ConcurrentLists {
 /// The list with the latest end emitted on a stream.
 #[derive(Debug)]
 struct LastList {
-    /// Its place in the stream's order.
-    seq: u64,
+    /// Its place in the stream's order. (A stream moves to another entry of the lane table
+    /// only once every list of it was emitted: a list on another entry is later.)
+    place: LaneSeq,
     /// Its end on the stream, GPU nanoseconds.
     end: i64,
     list_id: u64,
@@ -80,13 +82,13 @@ impl ConcurrentLists {
         ) else {
             return;
         };
-        let seq = record.list_seq.seq;
-        let latest = LastList { seq, end, list_id: record.list_id, location: first.location.clone() };
+        let place = record.list_seq;
+        let latest = LastList { place, end, list_id: record.list_id, location: first.location.clone() };
         let Some(last) = self.last.get_mut(&home) else {
             self.last.insert(home, latest);
             return;
         };
-        if seq <= last.seq {
+        if place.entry == last.place.entry && place.seq <= last.place.seq {
             return;
         }
         if begin < last.end {
@@ -105,7 +107,7 @@ impl ConcurrentLists {
         if end >= last.end {
             *last = latest;
         } else {
-            last.seq = seq;
+            last.place = place;
         }
     }
 
@@ -124,16 +126,20 @@ impl ConcurrentLists {
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
-    use crate::shared::lanes::LaneSeq;
 
     const STREAM: Lane = Lane::Stream(7);
 
     /// A list at `seq` on `lane` with one zone `begin..end` there.
     fn list(lane: Lane, seq: u64, begin: i64, end: i64) -> (ListRecord, Vec<Zone>) {
+        on_entry(0, lane, seq, begin, end)
+    }
+
+    /// A list at `seq` of lane-table entry `entry`.
+    fn on_entry(entry: u32, lane: Lane, seq: u64, begin: i64, end: i64) -> (ListRecord, Vec<Zone>) {
         let record = ListRecord {
             lane,
             list_id: seq + 100,
-            list_seq: LaneSeq { entry: 0, seq },
+            list_seq: LaneSeq { entry, seq },
             ..ListRecord::default()
         };
         (record, vec![Zone::new(crate::location!("zone"), lane, 0, begin, end)])
@@ -172,5 +178,17 @@ mod tests {
         check(&mut vulkan, &counter, list(STREAM, 1, 50, 100));
         assert_eq!(counter.load(Ordering::Relaxed), 0);
         assert!(lists.take_reports().is_empty() && vulkan.take_reports().is_empty());
+    }
+
+    /// A stream whose table entry went to another lane (every list of it emitted) goes on on
+    /// another entry, whose places may be lower: its next list is still later.
+    #[test]
+    fn a_stream_on_a_new_entry_of_the_lane_table_is_still_checked() {
+        let (mut lists, counter) = (ConcurrentLists::new(Placement::FirstRecord), AtomicUsize::new(0));
+        check(&mut lists, &counter, on_entry(3, STREAM, 40, 0, 100));
+        check(&mut lists, &counter, on_entry(9, STREAM, 2, 50, 150));
+        assert_eq!(counter.load(Ordering::Relaxed), 1, "compared although its place is lower");
+        check(&mut lists, &counter, on_entry(9, STREAM, 3, 150, 200));
+        assert_eq!(counter.load(Ordering::Relaxed), 1);
     }
 }

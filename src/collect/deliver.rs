@@ -10,7 +10,7 @@ use super::watch::Watch;
 use crate::backend::{panic_message, Backend};
 use crate::error::Error;
 use crate::shared::Inner;
-use crate::sink::{Calibration, ContextInfo, Sink, ZoneBatch};
+use crate::sink::{Calibration, ClockDiscontinuity, ContextInfo, Sink, ZoneBatch};
 
 /// What the sinks of context `id`, named `name`, on `backend`, are told: its base pair (GPU
 /// time 0 and the host time then) and the backend's host clock.
@@ -123,6 +123,11 @@ impl Delivery {
     /// A new calibration pair, for the sinks that follow the clock.
     pub(crate) fn calibrate(&mut self, at: Calibration) -> Option<Error> {
         self.each_sink(|sink, info| sink.calibrate(info, at))
+    }
+
+    /// A discontinuity of the clocks, to every sink.
+    pub(crate) fn discontinuity(&mut self, discontinuity: ClockDiscontinuity) -> Option<Error> {
+        self.each_sink(|sink, info| sink.clock_discontinuity(info, discontinuity))
     }
 
     /// One batch of zones (a list's, or a source's work outside any list) to every sink:

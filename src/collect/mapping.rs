@@ -1,371 +1,516 @@
-//! The one mapping of GPU time to host time, for every sink of a context.
+//! The one mapping of GPU time to host time, for every sink of a context, and the bound of
+//! every time it places (docs/design.md, section 8, "One clock").
 //!
-//! The estimate of the offset between the clocks is a line of GPU time (`estimator/`); the
-//! mapping itself ([`HostMapping`]) is `host = gpu + offset(gpu)`, where `offset` is
-//! piecewise linear in GPU time and leads to that line:
+//! **The model.** Everything the collector learns of the offset `o(g) = host(g) - g` is a
+//! bound at some GPU time: a host time read before the GPU can have reached `g` (an anchor's
+//! record, a list's first record, a zone's launch) is a lower bound; one read after the GPU
+//! was seen past `g` (an anchor found complete, a list read complete) an upper bound. The
+//! clocks' rates differ by at most [`RATE_BOUND`], so each bound carries to every other GPU
+//! time (`bounds.rs`). The offsets every mapping the bounds allow can take at `g` form the
+//! interval `[lo(g), hi(g)]`: that is what the collector knows, and all it claims. A bound
+//! read late is a wide interval: it can only narrow the set, never move it.
 //!
-//! - **A function of GPU time alone.** Once a GPU time has been mapped, the mapping up to it
-//!   (the *frontier*) never changes: a new estimate only re-plans the mapping beyond the
-//!   frontier. Whatever list, lane or collect call a zone comes from, its host time depends
-//!   on its GPU time only.
-//! - **Monotone and continuous.** A new estimate is reached by slewing the offset from the
-//!   frontier, never by a step: at [`SLEW`] (5 ppm) for an error up to [`SMALL_NS`] (2 µs),
-//!   so that host durations stay within 5 ppm of the estimate's rate; a larger error (a
-//!   context made while its GPU was busy, a calibration proved wrong) is slewed so that it
-//!   is done within [`SLEW_SPAN_NS`] (20 ms) of GPU time, never faster than [`SLEW_MAX`]
-//!   (5%). So `g1 <= g2` gives `h1 <= h2`, and no time already emitted moves.
-//! - **The estimate's rate.** Between corrections the offset changes only by the estimated
-//!   drift: host durations are GPU durations scaled by it. A zone that spans a correction
-//!   is longer or shorter by at most the slew rate of its duration.
-//! - **A long memory.** Pieces are made only when the estimate moves the plan by a
-//!   nanosecond or more within the next [`PLAN_CHECK_NS`], and kept while they end within
-//!   [`KEEP_NS`] (an hour) of the frontier (at most [`PIECES`]): a zone open for minutes is
-//!   mapped by the pieces of its own time.
+//! **Segments.** Bounds that no mapping fits (an anchor's interval outside the set at its GPU
+//! time: a suspend, a GPU counter that stopped, a host clock that stepped, a host clock slewed
+//! beyond the rate bound) are a *discontinuity*: a new segment begins at that anchor, with
+//! only the bounds from there on. A list is placed within its segment; a list whose own bounds
+//! do not fit its segment (read after a discontinuity its segment has not seen yet), or that
+//! lies between two segments, is placed from its own bounds alone. Nothing is refused.
+//!
+//! **Placing a list.** Every zone of a list gets the same offset ([`Placed::offset`]), so
+//! durations and gaps inside a list are the GPU's, exact; where the offset must change, it
+//! changes between lists. The offset is the middle of what the set allows over the list's
+//! span, raised (never lowered) to keep every zone at or after its launch and the list after
+//! the end of the one before it on its lane. Each zone's begin and end then carry their
+//! *bound*: how far the true host time can be from the placed one, the larger distance from
+//! the placed offset to the ends of the set at that GPU time.
 
-use super::estimator::{Bound, Estimator, Line};
+pub(crate) use super::bounds::PointBound;
+use super::bounds::{carry, Tent, Tents};
+
+use crate::sink::ClockDiscontinuity as Discontinuity;
 use std::collections::VecDeque;
 
-/// How fast a small correction moves the offset: 5 ppm of GPU time (5 ns per ms).
-pub(crate) const SLEW: f64 = 5e-6;
-/// The largest correction slewed at [`SLEW`]; a larger one is slewed faster.
-pub(crate) const SMALL_NS: f64 = 2_000.0;
-/// A larger correction is slewed faster, so that it is done within this much GPU time...
-pub(crate) const SLEW_SPAN_NS: f64 = 20_000_000.0;
-/// ...but never faster than 5% (an error of 1 ms takes 20 ms, one of 10 ms 200 ms).
-pub(crate) const SLEW_MAX: f64 = 0.05;
-/// A new estimate re-plans the mapping only if it moves some time within this much GPU time
-/// past the frontier by half a nanosecond or more (100 s: a drift change of 0.005 ppm).
-const PLAN_CHECK_NS: f64 = 100e9;
-/// Pieces ending this long (GPU ns) before the frontier are dropped.
-const KEEP_NS: i64 = 3_600_000_000_000;
-/// Pieces kept at most, oldest dropped first.
-const PIECES: usize = if cfg!(gpu_event_pool_loom) { 4 } else { 1 << 16 };
+/// Clock segments remembered: the current one and those before the latest discontinuities,
+/// for lists emitted late. A list older than every segment kept is placed from its own
+/// bounds alone (a wider bound, never a wrong one).
+const SEGMENTS: usize = if cfg!(gpu_event_pool_loom) { 2 } else { 8 };
 
-/// One piece of the mapping: from GPU time `start` on (until the next piece),
-/// `offset(g) = offset + slope * (g - start)`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Piece {
-    start: i64,
-    offset: f64,
-    slope: f64,
+/// Samples of the bound over a list's span, at most (its ends, and the bounds inside it):
+/// beyond, a zone's bound is carried from fewer, so wider.
+const SAMPLES: usize = 8;
+
+/// A bound no time can be given: nothing bounds it on one side.
+pub(crate) const UNBOUNDED: u64 = u64::MAX;
+
+/// What is known of the offset over one segment: the best lower bound at any time, and the
+/// best upper bound (kept negated, so that both are a [`Tents`] of lower bounds).
+#[derive(Debug, Default, Clone)]
+struct Known {
+    lower: Tents,
+    upper: Tents,
 }
 
-impl Piece {
-    fn at(&self, gpu: i64) -> f64 {
-        self.offset + self.slope * (gpu - self.start) as f64
+impl Known {
+    fn lo(&self, gpu: i64) -> Option<i64> {
+        self.lower.at(gpu)
+    }
+
+    fn hi(&self, gpu: i64) -> Option<i64> {
+        self.upper.at(gpu).map(i64::saturating_neg)
+    }
+
+    /// Whether some mapping fits these bounds and `bound` too: its lower bound under the upper
+    /// ones there, its upper bound over the lower ones (pairwise is enough for mappings whose
+    /// rate is bounded: the Lipschitz extension).
+    fn fits(&self, bound: &PointBound) -> bool {
+        let under = |lower: i64| self.hi(bound.gpu).is_none_or(|hi| lower <= hi);
+        let over = |upper: i64| self.lo(bound.gpu).is_none_or(|lo| upper >= lo);
+        bound.lower.is_none_or(under) && bound.upper.is_none_or(over)
+    }
+
+    fn add(&mut self, bound: &PointBound) {
+        if let Some(lower) = bound.lower {
+            self.lower.insert(bound.gpu, lower);
+        }
+        if let Some(upper) = bound.upper {
+            self.upper.insert(bound.gpu, upper.saturating_neg());
+        }
+    }
+
+    /// The middle of what is known at `gpu` (one side if only one is known).
+    fn middle(&self, gpu: i64) -> Option<i64> {
+        match (self.lo(gpu), self.hi(gpu)) {
+            (Some(lo), Some(hi)) => Some(midpoint(lo, hi)),
+            (lo, hi) => lo.or(hi),
+        }
     }
 }
 
-/// `x.round() as i64` (halves away from zero, saturating, NaN to 0), without the call into
-/// the C library that `f64::round` makes on x86_64's baseline (it has no rounding
-/// instruction before SSE 4.1): the emitter maps two times per zone.
-#[inline]
-fn round_to_i64(x: f64) -> i64 {
-    // Truncation toward zero, saturating; exact for every |x| < 2^63.
-    let whole = x as i64;
-    // Exact: below 2^52 both are doubles one fraction apart; above, `x` is whole.
-    let fraction = x - whole as f64;
-    if fraction >= 0.5 {
-        whole.saturating_add(1)
-    } else if fraction <= -0.5 {
-        whole.saturating_sub(1)
-    } else {
-        whole
-    }
+fn midpoint(a: i64, b: i64) -> i64 {
+    ((i128::from(a) + i128::from(b)).div_euclid(2)) as i64
 }
 
-/// The GPU-to-host mapping of one context (the module doc states its guarantees).
+/// The bounds from one discontinuity to the next.
 #[derive(Debug)]
-pub(crate) struct HostMapping {
-    /// Oldest first; starts strictly increase. The pieces after the frontier are the plan.
-    pieces: VecDeque<Piece>,
-    /// The latest GPU time mapped: the mapping up to it is fixed.
-    frontier: Option<i64>,
+struct Segment {
+    /// The GPU time of the anchor that began it (`i64::MIN` for the first).
+    from: i64,
+    /// The latest GPU time any of its bounds was at: after it, until the next segment's
+    /// start, nothing says on which side of the discontinuity a time lies.
+    last: i64,
+    /// The drift of the anchor that began it: its GPU times are those of that anchor's
+    /// steps. An anchor or a list whose drift differs by `d` is off them by at most `d` (the
+    /// rounding of the steps between), not by its whole drift: a segment's bounds are as
+    /// tight an hour after a long step (a suspend read as one distance) as before it.
+    drift: i64,
+    known: Known,
 }
 
-impl HostMapping {
-    pub(crate) fn new() -> Self {
-        Self { pieces: VecDeque::new(), frontier: None }
-    }
-
-    fn piece_at(&self, gpu: i64) -> Option<&Piece> {
-        // Most times asked fall in one of the last two pieces (the plan's end, or the slew
-        // leading to it): no search.
-        let n = self.pieces.len();
-        if let Some(last) = self.pieces.back().filter(|last| last.start <= gpu) {
-            return Some(last);
-        }
-        if let Some(before) = n.checked_sub(2).map(|i| &self.pieces[i]).filter(|p| p.start <= gpu) {
-            return Some(before);
-        }
-        let after = self.pieces.partition_point(|p| p.start <= gpu);
-        self.pieces.get(after.saturating_sub(1))
-    }
-
-    /// The offset at `gpu` as planned now.
-    fn offset_at(&self, gpu: i64) -> f64 {
-        self.piece_at(gpu).map_or(0.0, |p| p.at(gpu))
-    }
-
-    /// Leads the mapping to `target` from the frontier on (or from now on, if nothing was
-    /// mapped yet: then it simply is the target). A target the plan already follows (to half
-    /// a nanosecond over [`PLAN_CHECK_NS`] past the frontier) changes nothing.
-    pub(crate) fn aim(&mut self, target: Line) {
-        let Some(from) = self.frontier else {
-            self.pieces.clear();
-            self.pieces.push_back(Piece { start: 0, offset: target.at(0), slope: target.drift });
-            return;
-        };
-        let offset = self.offset_at(from);
-        let error = target.at(from) - offset;
-        let ahead = from.saturating_add(PLAN_CHECK_NS as i64);
-        if error.abs() < 0.5 && (target.at(ahead) - self.offset_at(ahead)).abs() < 0.5 {
-            return;
-        }
-        // The plan from the frontier on is replaced, a piece starting at the frontier too:
-        // the new plan starts from the same offset there, so nothing mapped moves.
-        let after = self.pieces.partition_point(|p| p.start < from);
-        self.pieces.truncate(after);
-        if error.abs() < 0.5 {
-            self.pieces.push_back(Piece { start: from, offset, slope: target.drift });
-        } else {
-            let rate = if error.abs() <= SMALL_NS {
-                SLEW
-            } else {
-                (error.abs() / SLEW_SPAN_NS).clamp(SLEW, SLEW_MAX)
-            };
-            let slope = target.drift + rate.copysign(error);
-            let span = (error.abs() / rate).ceil() as i64;
-            let slewing = Piece { start: from, offset, slope };
-            let end = from.saturating_add(span.max(1));
-            self.pieces.push_back(slewing);
-            self.pieces.push_back(Piece { start: end, offset: slewing.at(end), slope: target.drift });
-        }
-        // Pieces that end long before the frontier, or beyond the most kept: the oldest go.
-        while self.pieces.len() > PIECES
-            || self.pieces.get(1).is_some_and(|next| next.start < from.saturating_sub(KEEP_NS))
-        {
-            self.pieces.pop_front();
-        }
-    }
-
-    /// The offset of every GPU time from `first` to `last` when one flat piece covers them
-    /// (then `host_time(g) == g + offset` for each), fixing the mapping up to `last`.
-    pub(crate) fn flat_offset(&mut self, first: i64, last: i64) -> Option<i64> {
-        let after = self.pieces.partition_point(|p| p.start <= first);
-        let piece = self.pieces.get(after.checked_sub(1)?)?;
-        let ends_after = self.pieces.get(after).is_none_or(|next| next.start > last);
-        if piece.slope != 0.0 || !ends_after {
-            return None;
-        }
-        let offset = round_to_i64(piece.offset);
-        if self.frontier.is_none_or(|f| last > f) {
-            self.frontier = Some(last);
-        }
-        Some(offset)
-    }
-
-    /// The host time of `gpu` (nanoseconds on the backend's host clock), fixing the mapping up
-    /// to it.
-    pub(crate) fn host_time(&mut self, gpu: i64) -> i64 {
-        if self.frontier.is_none_or(|f| gpu > f) {
-            self.frontier = Some(gpu);
-        }
-        gpu.saturating_add(round_to_i64(self.offset_at(gpu)))
-    }
+/// What a list's own reads say of the offset: the host time read before its first record
+/// (`None` where the list took no place at a first record), its launches (in its zones), and
+/// the host time read after it was found complete.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ListReads {
+    pub(crate) first_host_ns: Option<i64>,
+    pub(crate) read_host_ns: i64,
+    /// How far the list's GPU times may be off the timeline's (`f32` rounding of the reads
+    /// that placed it): 0 in the exact range.
+    pub(crate) uncertain: i64,
+    /// How far the GPU time of the anchor the list was read from may be off the timeline's
+    /// (the `f32` rounding of the anchor steps before it, summed): what the list shares with
+    /// every anchor after the same steps, and differs from the others by.
+    pub(crate) drift: i64,
 }
 
-/// The emitter's side of the clock: the estimate of the offset and the one mapping it leads.
+/// Where a list went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Placed {
+    /// Host time minus GPU time, for every zone of the list.
+    pub(crate) offset: i64,
+    /// Placed from its own bounds alone: they did not fit its segment, or it lies between
+    /// two segments.
+    pub(crate) alone: bool,
+    /// How far its GPU times may be off those of the bounds it was placed with (its reads'
+    /// rounding, and how far its anchor's drift is from its segment's): each zone's bound
+    /// holds this much more.
+    pub(crate) uncertain: i64,
+}
+
+/// The GPU-to-host mapping of one context (the module doc states its model).
 #[derive(Debug)]
 pub(crate) struct HostClock {
-    estimator: Estimator,
-    mapping: HostMapping,
+    /// Oldest first, `from` increasing; the last is the current one.
+    segments: VecDeque<Segment>,
+    /// Scratch for a list placed alone, and the tents near a list.
+    alone: Known,
+    near_lower: Vec<Tent>,
+    near_upper: Vec<Tent>,
+    samples: Vec<(i64, u64)>,
 }
 
 impl HostClock {
     pub(crate) fn new() -> Self {
-        Self { estimator: Estimator::new(), mapping: HostMapping::new() }
-    }
-
-    /// A calibration: the anchor at `gpu` was recorded after the host read `recorded_ns` (a
-    /// lower bound of the offset) and found complete before it read `observed_ns` (an upper
-    /// bound).
-    pub(crate) fn calibrate(&mut self, gpu: i64, recorded_ns: i64, observed_ns: i64) {
-        let lower = self.estimator.lower(bound(gpu, recorded_ns));
-        let upper = self.estimator.upper(bound(gpu, observed_ns));
-        if lower || upper {
-            self.aim();
+        Self {
+            segments: VecDeque::new(),
+            alone: Known::default(),
+            near_lower: Vec::new(),
+            near_upper: Vec::new(),
+            samples: Vec::new(),
         }
     }
 
-    /// A lower bound from a list: the host read `host_ns` before an event whose GPU time is
-    /// `gpu` was recorded (a list's first record, a zone's launch).
-    pub(crate) fn lower_bound(&mut self, gpu: i64, host_ns: i64) {
-        if self.estimator.lower(bound(gpu, host_ns)) {
-            self.aim();
+    /// An anchor: its GPU time was reached after the host read `before` and before it read
+    /// `after` (`None`: not read, or found wrong: a pair whose host time is after the read
+    /// that saw it complete), and its GPU time is off the timeline's by at most `drift`. Kept
+    /// in the current segment if some mapping fits it (widened by how far its drift is from
+    /// the segment's); otherwise it begins a new one (returned).
+    pub(crate) fn anchor(&mut self, bound: PointBound, drift: i64) -> Option<Discontinuity> {
+        let Some(current) = self.segments.back_mut() else {
+            self.begin(i64::MIN, bound, drift);
+            return None;
+        };
+        let widened = bound.widened(drift.abs_diff(current.drift).min(i64::MAX as u64) as i64);
+        if current.known.fits(&widened) {
+            current.known.add(&widened);
+            current.last = current.last.max(bound.gpu);
+            return None;
+        }
+        let old = current.known.middle(bound.gpu);
+        self.begin(bound.gpu, bound, drift);
+        let new = self.segments.back().and_then(|s| s.known.middle(bound.gpu));
+        let (old, new) = (old.unwrap_or(0), new.unwrap_or(0));
+        Some(Discontinuity { gpu_ns: bound.gpu, host_ns: bound.gpu.saturating_add(new), jump_ns: new - old })
+    }
+
+    fn begin(&mut self, from: i64, bound: PointBound, drift: i64) {
+        let mut known = Known::default();
+        known.add(&bound);
+        self.segments.push_back(Segment { from, last: bound.gpu, drift, known });
+
+        if self.segments.len() > SEGMENTS {
+            self.segments.pop_front();
         }
     }
 
-    fn aim(&mut self) {
-        if let Some(line) = self.estimator.line() {
-            self.mapping.aim(line);
+    /// Discontinuities so far are counted by the caller; segments kept now (tests).
+    #[cfg(test)]
+    fn segments(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The segments a list spanning `first..=last` may lie in (their indices): the one that
+    /// holds it, or, for a list between the last bound of one segment and the start of the
+    /// next (the discontinuity lies somewhere between), both. None for a list that straddles
+    /// a segment's start or is older than every segment kept.
+    fn candidates(&self, first: i64, last: i64) -> (Option<usize>, Option<usize>) {
+        let Some(at) = self.segments.partition_point(|s| s.from <= first).checked_sub(1) else {
+            return (None, None);
+        };
+        let Some(next) = self.segments.get(at + 1) else { return (Some(at), None) };
+        if last >= next.from {
+            return (None, None);
+        }
+        if first > self.segments[at].last {
+            return (Some(at), Some(at + 1));
+        }
+        (Some(at), None)
+    }
+
+    /// How far a list's GPU times may be off those of segment `i`'s bounds: its reads'
+    /// rounding, and how far its anchor's drift is from the segment's.
+    fn uncertain_in(&self, i: usize, reads: &ListReads) -> i64 {
+        let apart = reads.drift.abs_diff(self.segments[i].drift).min(i64::MAX as u64) as i64;
+        reads.uncertain.max(0).saturating_add(apart)
+    }
+
+    /// The segment a list with the bounds `own` (its GPU times known as `reads` says) is
+    /// placed in: the one it lies in if they fit it, or, between two, the one of the two
+    /// they fit if they fit one only (they cannot belong to a segment whose bounds they
+    /// contradict). `None`: placed alone.
+    fn segment_for(
+        &self,
+        first: i64,
+        last: i64,
+        own: &[Option<PointBound>],
+        reads: &ListReads,
+    ) -> Option<usize> {
+        let fits = |i: usize| {
+            let uncertain = self.uncertain_in(i, reads);
+            own.iter().flatten().all(|b| self.segments[i].known.fits(&b.widened(uncertain)))
+        };
+        match self.candidates(first, last) {
+            (Some(i), None) => fits(i).then_some(i),
+            (Some(i), Some(j)) => match (fits(i), fits(j)) {
+                (true, false) => Some(i),
+                (false, true) => Some(j),
+                _ => None,
+            },
+            _ => None,
         }
     }
 
-    /// [`HostMapping::host_time`].
-    pub(crate) fn host_time(&mut self, gpu: i64) -> i64 {
-        self.mapping.host_time(gpu)
-    }
-
-    /// [`HostMapping::flat_offset`].
-    pub(crate) fn flat_offset(&mut self, first: i64, last: i64) -> Option<i64> {
-        self.mapping.flat_offset(first, last)
+    /// Places a list whose zones (GPU times on the context's timeline) have the edges
+    /// `edges`: adds its own bounds (`reads`, and `launch`, its best launch as an offset at
+    /// a GPU time) to its segment if they fit, chooses its offset, and returns it with each
+    /// edge's bound through `bound_of` (begin, end), plus `rounding`, how far its GPU times
+    /// may be off. The offset keeps every launch before its zone (`launch_floor`, the highest
+    /// launch offset), and is at least `floor` (the end of the list before it on its lane) as
+    /// far as the set allows.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn place(
+        &mut self,
+        first: i64,
+        last: i64,
+        reads: ListReads,
+        launch: Option<Tent>,
+        launch_floor: Option<i64>,
+        floor: Option<i64>,
+    ) -> (Placed, ListBound<'_>) {
+        // Its GPU times are known to within `uncertain` of those of the bounds it is placed
+        // with (`uncertain_in`; alone, its reads' rounding): its own bounds are that much
+        // wider, and so is each zone's.
+        let own_lower = reads.first_host_ns.map(|host| PointBound::from_host(first, Some(host), None));
+        let own_upper = PointBound::from_host(last, None, Some(reads.read_host_ns));
+        let own_launch = launch.map(|t| PointBound { gpu: t.gpu, lower: Some(t.at), upper: None });
+        // (An array, not a `Vec`: no allocation per list.)
+        let mut own = [own_lower, own_launch, Some(own_upper)];
+        let segment = self.segment_for(first, last, &own, &reads);
+        let uncertain = segment.map_or(reads.uncertain.max(0), |i| self.uncertain_in(i, &reads));
+        for b in own.iter_mut().flatten() {
+            *b = b.widened(uncertain);
+        }
+        if let Some(i) = segment {
+            let segment = &mut self.segments[i];
+            for b in own.iter().flatten() {
+                segment.known.add(b);
+            }
+            segment.last = segment.last.max(last);
+        }
+        let HostClock { segments, alone: scratch, near_lower, near_upper, samples } = self;
+        let known = match segment {
+            Some(i) => &segments[i].known,
+            None => {
+                *scratch = Known::default();
+                for b in own.iter().flatten() {
+                    scratch.add(b);
+                }
+                &*scratch
+            }
+        };
+        let alone = segment.is_none();
+        near_lower.clear();
+        near_upper.clear();
+        known.lower.around(first, last, near_lower);
+        known.upper.around(first, last, near_upper);
+        // Where the set is sampled: the span's ends, and the bounds inside it (where the
+        // set's narrowest points lie).
+        samples.clear();
+        let inside =
+            near_lower.iter().chain(near_upper.iter()).map(|t| t.gpu).filter(|&g| first < g && g < last);
+        samples.extend(inside.map(|g| (g, 0)));
+        if samples.len() > SAMPLES - 2 {
+            samples.sort_unstable();
+            samples.dedup();
+            let step = samples.len().div_ceil(SAMPLES - 2);
+            let mut k = 0;
+            samples.retain(|_| {
+                k += 1;
+                (k - 1) % step == 0
+            });
+        }
+        samples.push((first, 0));
+        samples.push((last, 0));
+        let lo = |g: i64| super::bounds::best_at(near_lower, g);
+        let hi = |g: i64| super::bounds::best_at(near_upper, g).map(i64::saturating_neg);
+        // The offset: the middle of the set over the span, within what every sample allows
+        // where one offset can be (the span is short against the set's width), raised to the
+        // floors.
+        let (mut low, mut high) = (None::<i64>, None::<i64>);
+        let (mut lowest, mut highest) = (None::<i64>, None::<i64>);
+        for &(g, _) in samples.iter() {
+            if let Some(lo) = lo(g) {
+                low = low.max(Some(lo));
+                lowest = Some(lowest.map_or(lo, |l| l.min(lo)));
+            }
+            if let Some(hi) = hi(g) {
+                high = Some(high.map_or(hi, |h| h.min(hi)));
+                highest = highest.max(Some(hi));
+            }
+        }
+        let middle = match (lowest, highest) {
+            (Some(a), Some(b)) => Some(midpoint(a, b)),
+            (a, b) => a.or(b),
+        };
+        // Every lower bound holds: nothing is drawn before the host asked for it.
+        let raised = low.max(launch_floor);
+        let offset = match (middle, raised, high) {
+            (Some(m), Some(r), Some(h)) if r <= h => m.clamp(r, h),
+            (_, Some(r), _) => r,
+            (Some(m), None, _) => m,
+            (None, None, h) => h.unwrap_or(reads.read_host_ns.saturating_sub(last)),
+        };
+        // After the list before it on its lane, as far as the set allows: a list placed
+        // higher than this one's set can be (from wider bounds) does not drag it along.
+        let offset = match (floor, high) {
+            (Some(f), Some(h)) if f > offset => offset.max(f.min(h)),
+            (Some(f), None) => offset.max(f),
+            _ => offset,
+        };
+        for sample in samples.iter_mut() {
+            let g = sample.0;
+            sample.1 = match (lo(g), hi(g)) {
+                (Some(lo), Some(hi)) => {
+                    offset.saturating_sub(lo).max(hi.saturating_sub(offset)).max(0) as u64
+                }
+                _ => UNBOUNDED,
+            };
+        }
+        (Placed { offset, alone, uncertain }, ListBound { samples })
     }
 }
 
-/// The offset `host_ns - gpu` as a bound at `gpu`.
-fn bound(gpu: i64, host_ns: i64) -> Bound {
-    Bound { gpu, offset: host_ns.saturating_sub(gpu) as f64 }
+/// The bound of any GPU time of a placed list: carried from the set's samples over its span,
+/// the least of them (exact at the samples; the bound changes by at most the rate bound
+/// between).
+pub(crate) struct ListBound<'a> {
+    samples: &'a [(i64, u64)],
+}
+
+impl ListBound<'_> {
+    /// How far the true host time of GPU time `gpu` may be from the placed one (ns).
+    #[inline]
+    pub(crate) fn at(&self, gpu: i64) -> u64 {
+        let mut best = UNBOUNDED;
+        for &(g, bound) in self.samples {
+            best = best.min(bound.saturating_add(carry(g.abs_diff(gpu)) as u64));
+        }
+        best
+    }
 }
 
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
 
-    fn line(base: f64) -> Line {
-        Line { base, drift: 0.0 }
+    fn pair(gpu: i64, host_before: i64, host_after: i64) -> PointBound {
+        PointBound::from_host(gpu, Some(host_before), Some(host_after))
+    }
+
+    fn reads(first_host_ns: i64, read_host_ns: i64) -> ListReads {
+        ListReads { first_host_ns: Some(first_host_ns), read_host_ns, uncertain: 0, drift: 0 }
     }
 
     #[test]
-    fn the_first_target_is_taken_at_once_and_later_ones_are_slewed_from_the_frontier() {
-        let mut mapping = HostMapping::new();
-        mapping.aim(line(1_000.0));
-        assert_eq!(mapping.host_time(0), 1_000);
-        assert_eq!(mapping.host_time(10_000), 11_000);
-        mapping.aim(line(1_100.0)); // 100 ns more: 20 ms of slewing at 5 ppm
-        assert_eq!(mapping.host_time(10_000), 11_000, "nothing mapped moves");
-        assert_eq!(mapping.host_time(5_000), 6_000, "nor anything before the frontier");
-        assert_eq!(mapping.host_time(10_010_000), 10_011_050);
-        assert_eq!(mapping.host_time(20_010_000), 20_011_100);
-        assert_eq!(mapping.host_time(1_020_010_000), 1_020_011_100, "rate 1 once there");
+    fn an_exact_pair_pins_the_offset_and_the_bound_grows_at_the_rate_bound_away_from_it() {
+        let mut clock = HostClock::new();
+        assert_eq!(clock.anchor(pair(0, 1_000, 1_000), 0), None);
+        // A list 2 ms later, read long after: its times are placed by the anchor alone.
+        let (placed, bound) = clock.place(2_000_000, 2_100_000, reads(0, 50_000_000), None, None, None);
+        assert!(!placed.alone);
+        assert_eq!(bound.at(2_000_000), 1_001, "500 ppm of 2 ms, and 1 ns of rounding");
+        let host = 2_000_000 + placed.offset;
+        assert!((host - 2_001_000).unsigned_abs() <= bound.at(2_000_000));
     }
 
     #[test]
-    fn a_lower_target_is_slewed_down_and_the_mapping_never_goes_back() {
-        let mut mapping = HostMapping::new();
-        mapping.aim(line(5_000.0));
-        let mut last = mapping.host_time(0);
-        mapping.aim(line(0.0));
-        // 5 µs down, above the small errors: done within 20 ms.
-        for gpu in (1..700_000_000).step_by(9_973) {
-            let host = mapping.host_time(gpu);
-            assert!(host >= last, "{gpu}: {host} < {last}");
-            last = host;
-        }
-        assert_eq!(mapping.host_time(700_000_000), 700_000_000);
+    fn a_late_anchor_only_narrows_the_set_and_never_moves_it() {
+        let mut clock = HostClock::new();
+        clock.anchor(pair(0, 1_000, 1_000), 0);
+        let (before, _) = clock.place(1_000_000, 1_000_000, reads(0, 9_000_000), None, None, None);
+        // An anchor reached 50 µs late: its interval is 50 µs wide and holds the truth.
+        assert_eq!(clock.anchor(pair(1_000_000, 1_001_000 - 50_000, 1_001_000 + 10), 0), None);
+        let (after, bound) = clock.place(1_000_000, 1_000_000, reads(0, 9_000_000), None, None, None);
+        assert!((after.offset - 1_000).unsigned_abs() <= bound.at(1_000_000), "the truth is within");
+        assert!(bound.at(1_000_000) <= 501 + 10, "{}", bound.at(1_000_000));
+        assert!((after.offset - before.offset).abs() <= 600, "{} then {}", before.offset, after.offset);
     }
 
     #[test]
-    fn a_flat_span_has_one_offset_equal_to_every_host_time_in_it() {
-        let mut mapping = HostMapping::new();
-        mapping.aim(line(1_234.4));
-        assert_eq!(mapping.flat_offset(0, 5_000), Some(1_234));
-        mapping.aim(line(2_000.0)); // slewing from 5 000 on
-        assert_eq!(mapping.flat_offset(4_000, 6_000), None, "a span over the slew");
-        assert_eq!(mapping.flat_offset(0, 4_000), Some(1_234), "before it, still flat");
-        let offset = mapping.flat_offset(200_000_000, 200_000_100).expect("flat again after the slew");
-        assert_eq!(offset, 2_000);
-        let mut check = HostMapping::new();
-        check.aim(line(1_234.4));
-        check.host_time(5_000);
-        check.aim(line(2_000.0));
-        assert_eq!(check.host_time(200_000_050), 200_000_050 + offset);
-    }
-
-    /// A zone's begin mapped long after the frontier passed it (its list emitted late, after
-    /// many re-plans under drift) gets the host time the mapping had for it all along.
-    #[test]
-    fn a_time_mapped_late_gets_the_host_time_it_had_when_the_frontier_passed_it() {
-        let (mut early, mut late) = (HostMapping::new(), HostMapping::new());
-        let begin = 50_000_000;
-        let mut answer = None;
-        for k in 0..5_000i64 {
-            // An estimate at 100 ppm whose base moves a little with every new bound.
-            let target = Line { base: (k % 7) as f64 * 3.0 + 0.01 * k as f64, drift: 100e-6 };
-            early.aim(target);
-            late.aim(target);
-            let now = k * 1_000_000;
-            early.host_time(now);
-            late.host_time(now);
-            if answer.is_none() && now >= begin {
-                answer = Some(early.host_time(begin));
-            }
-        }
-        assert_eq!(late.host_time(begin), answer.unwrap(), "{} pieces kept", late.pieces.len());
-        assert!(late.host_time(begin) <= late.host_time(begin + 1));
+    fn an_anchor_no_mapping_fits_begins_a_new_segment() {
+        let mut clock = HostClock::new();
+        clock.anchor(pair(0, 0, 0), 0);
+        clock.anchor(pair(5_000_000, 5_000_000, 5_000_000), 0);
+        // The GPU ran 2 s that the host clock did not see (a suspend).
+        let host = 10_000_000 - 2_000_000_000;
+        let jump = clock.anchor(pair(10_000_000, host, host), 0).expect("a discontinuity");
+        assert_eq!(jump.jump_ns, -2_000_000_000);
+        assert_eq!(clock.segments(), 2);
+        // Later lists are placed in the new segment; an earlier one in the old.
+        let (new, _) =
+            clock.place(11_000_000, 11_000_000, reads(-1_999_000_000, i64::MAX / 4), None, None, None);
+        assert!(!new.alone);
+        assert!((new.offset + 2_000_000_000).abs() <= 600);
+        let (old, _) = clock.place(4_000_000, 4_000_000, reads(0, i64::MAX / 4), None, None, None);
+        assert!(!old.alone);
+        assert!(old.offset.abs() <= 600);
     }
 
     #[test]
-    fn re_planning_from_an_unmoved_frontier_adds_no_piece() {
-        let mut mapping = HostMapping::new();
-        mapping.aim(line(0.0));
-        mapping.host_time(1_000);
-        for k in 1..100 {
-            mapping.aim(line(f64::from(k)));
-        }
-        assert!(mapping.pieces.len() <= 3, "{} pieces", mapping.pieces.len());
+    fn a_list_its_segment_does_not_fit_is_placed_from_its_own_reads() {
+        let mut clock = HostClock::new();
+        clock.anchor(pair(0, 0, 0), 0);
+        // Read 1 s before the segment says its GPU times ran: a suspend not seen by an anchor
+        // yet.
+        let (placed, bound) =
+            clock.place(3_000_000_000, 3_000_010_000, reads(1_999_990_000, 2_000_020_000), None, None, None);
+        assert!(placed.alone);
+        let truth = 2_000_000_000 - 3_000_000_000;
+        assert!((placed.offset - truth).unsigned_abs() <= bound.at(3_000_000_000));
+        assert!(bound.at(3_000_000_000) <= 20_000, "{}", bound.at(3_000_000_000));
     }
 
     #[test]
-    fn the_same_gpu_time_maps_to_the_same_host_time_whenever_it_is_asked() {
-        let mut mapping = HostMapping::new();
-        mapping.aim(line(0.0));
-        let early: Vec<i64> = (0..100).map(|k| mapping.host_time(k * 1_000)).collect();
-        mapping.aim(line(10_000.0));
-        let later: Vec<i64> = (0..100).map(|k| mapping.host_time(k * 1_000)).collect();
-        assert_eq!(early, later);
+    fn the_offset_is_raised_to_the_lane_floor_within_the_set_only() {
+        let mut clock = HostClock::new();
+        clock.anchor(pair(0, 0, 0), 0);
+        let (placed, bound) =
+            clock.place(1_000_000, 2_000_000, reads(-5_000, 10_000_000), None, None, Some(300));
+        assert_eq!(placed.offset, 300, "after the list before it");
+        assert!(bound.at(1_000_000) >= 300, "the distance to the set's low end");
+        let (placed, _) =
+            clock.place(3_000_000, 4_000_000, reads(-5_000, 10_000_000), None, None, Some(9_000));
+        assert_eq!(placed.offset, 1_501, "no higher than the set allows over the span (500 ppm of 3 ms)");
     }
 
     #[test]
-    fn rounding_to_an_integer_is_f64_round() {
-        let edges = [
-            0.0,
-            -0.0,
-            0.5,
-            -0.5,
-            1.5,
-            -1.5,
-            2.5,
-            0.49999999999999994,
-            -0.49999999999999994,
-            4503599627370495.5,
-            4503599627370497.0,
-            -4503599627370495.5,
-            9.3e18,
-            -9.3e18,
-            f64::MAX,
-            f64::MIN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NAN,
-            123_456_789.499_999,
-            -123_456_789.500_001,
-        ];
-        for x in edges {
-            assert_eq!(round_to_i64(x), x.round() as i64, "{x}");
-        }
-        // A spread of magnitudes and fractions (xorshift: no dependency for a test).
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        for _ in 0..if cfg!(miri) { 1_000 } else { 200_000 } {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let x = f64::from_bits(state);
-            if x.is_finite() {
-                assert_eq!(round_to_i64(x), x.round() as i64, "{x:e}");
-                let scaled = (state >> 11) as f64 / 1024.0 - 4.0e12;
-                assert_eq!(round_to_i64(scaled), scaled.round() as i64, "{scaled}");
-            }
-        }
+    fn a_list_between_two_segments_goes_to_the_one_its_reads_fit() {
+        let mut clock = HostClock::new();
+        clock.anchor(pair(0, 0, 0), 0);
+        let host = 100_000_000 - 2_000_000_000;
+        assert!(clock.anchor(pair(100_000_000, host, host), 0).is_some());
+        // Ran between the two anchors, after the jump: its read (upper bound) says so.
+        let reads = ListReads {
+            first_host_ns: None,
+            read_host_ns: 60_000_000 - 2_000_000_000 + 5_000,
+            uncertain: 0,
+            drift: 0,
+        };
+        let (placed, bound) = clock.place(60_000_000, 60_000_000, reads, None, None, None);
+        assert!(!placed.alone);
+        assert!((placed.offset + 2_000_000_000).unsigned_abs() <= bound.at(60_000_000));
+        assert!(bound.at(60_000_000) <= 25_000, "{}", bound.at(60_000_000));
+    }
+
+    #[test]
+    fn a_drift_shared_with_the_segment_does_not_widen_and_one_apart_from_it_does() {
+        // A suspend read as one long step: every anchor and list after it shares its
+        // rounding (200 ns), and the segment it began is as tight as the one before.
+        let mut clock = HostClock::new();
+        clock.anchor(pair(0, 0, 0), 0);
+        let host = 3_000_000_000 - 2_000_000_000;
+        assert!(clock.anchor(pair(3_000_000_000, host, host), 200).is_some());
+        assert_eq!(clock.anchor(pair(3_002_000_000, host + 2_000_000, host + 2_000_000), 200), None);
+        let reads =
+            |drift| ListReads { first_host_ns: None, read_host_ns: i64::MAX / 4, uncertain: 0, drift };
+        let (shared, bound) = clock.place(3_001_000_000, 3_001_000_000, reads(200), None, None, None);
+        assert_eq!(
+            (shared.uncertain, bound.at(3_001_000_000)),
+            (0, 501),
+            "500 ppm of 1 ms, 1 ns of rounding"
+        );
+        // Read from an anchor 50 ns of rounding further on: off the segment's by 50 ns at most.
+        let (apart, _) = clock.place(3_001_000_000, 3_001_000_000, reads(250), None, None, None);
+        assert_eq!(apart.uncertain, 50);
     }
 }

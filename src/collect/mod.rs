@@ -34,11 +34,11 @@
 //! and every holder of the emitter hands over after its rounds (docs/design.md, section 4).
 
 mod activity;
+mod bounds;
 mod clock;
 mod concurrent;
 mod deliver;
 mod emit;
-mod estimator;
 mod mapping;
 mod read;
 mod report;
@@ -248,7 +248,7 @@ impl<B: Backend> Collector<B> {
         id: u32,
         sinks: Vec<Box<dyn Sink>>,
     ) -> Result<Self, Error> {
-        let (order, share, info) = match B::TIMING {
+        let (order, share, info) = match backend.timing() {
             Timing::Events => {
                 let (order, info) = EventOrder::new(&backend, id, &config.name)?;
                 let share = ReadShare::new(Arc::clone(order.timeline()));
@@ -531,10 +531,11 @@ impl<B: Backend> Collector<B> {
     /// passed. What it collected and what failed go into the flush's report and error.
     #[cfg(not(gpu_event_pool_loom))]
     fn drain_alongside(&self, report: &mut CollectReport, error: &mut Option<Error>) {
-        use crate::shared::{LISTS_DISCARDED, LISTS_SUBMITTED};
+        use crate::shared::LISTS_SUBMITTED;
         let counters = self.inner.counters();
-        let pushed = counters.recorded.sum(LISTS_SUBMITTED) + counters.recorded.sum(LISTS_DISCARDED);
-        let target = usize::try_from(pushed).unwrap_or(0);
+        // Submitted lists only: a list dropped unsubmitted is never counted as collected (an
+        // event source skips its place, an activity source lets its work go out alone).
+        let target = usize::try_from(counters.recorded.sum(LISTS_SUBMITTED)).unwrap_or(0);
         // Relaxed: a count read late only ends this part sooner or later; the exclusive part
         // that follows decides what the flush has seen.
         let collected = || counters.lists_collected.load(Ordering::Relaxed);

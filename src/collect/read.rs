@@ -15,8 +15,9 @@
 //! call that panics fails its list like any backend error (`guarded`): the lists taken are
 //! never lost with an unwinding reader.
 
-use super::clock::{place, Anchors, Reach, Timeline};
-use crate::backend::{guarded, host_now, Backend, BackendError, Lane, Placement};
+use super::bounds::PointBound;
+use super::clock::{place, reading_bound, Anchors, Placed, Timeline};
+use crate::backend::{guarded, host_now, Backend, BackendError, Elapsed, Lane, Placement};
 use crate::error::{Error, TimeError};
 use crate::shared::record::{EventRecord, ListKind};
 use crate::shared::{own_lane, Inner};
@@ -118,6 +119,7 @@ pub(crate) fn read_phase<B: Backend>(
         wait,
         reprobes: if contended && !wait { CONTENDED_REPROBES } else { usize::MAX },
         times: Vec::new(),
+        latest: None,
         outcome: ReadOutcome::default(),
     };
     // Lists other collectors took first: they are older than those queued now.
@@ -173,6 +175,9 @@ struct Reader<'a, B: Backend> {
     reprobes: usize,
     /// A list's times, reused from list to list.
     times: Vec<i64>,
+    /// The latest GPU time of the lists read.
+    latest: Option<i64>,
+
     outcome: ReadOutcome,
 }
 
@@ -181,10 +186,12 @@ impl<B: Backend> Reader<'_, B> {
     /// `wait`, a flush, waiting for a fresh one): here, by a reader, never by the emitter,
     /// because their driver calls wait behind every recording thread's, and the emitter must
     /// not wait.
+    /// Lists read past the newest anchor ask for a new one (at most every sixteenth of the
+    /// interval): recorded now, once they are complete, it bounds their host times from after
+    /// them, not only from before.
     fn keep_anchors(mut self, share: &ReadShare<B>) -> ReadOutcome {
-        if let Err(e) =
-            share.timeline.refresh(self.ctx.backend(), self.ctx.config().anchor_interval, self.wait)
-        {
+        let interval = self.ctx.config().anchor_interval;
+        if let Err(e) = share.timeline.refresh(self.ctx.backend(), interval, self.wait, self.latest) {
             self.outcome.errors += 1;
             self.outcome.error.get_or_insert(e);
         }
@@ -225,7 +232,7 @@ impl<B: Backend> Reader<'_, B> {
                 }
                 self.reprobes -= 1;
             }
-            match read_list(ctx, self.anchors, &mut head, self.wait, &mut self.times) {
+            match read_list(ctx, self.anchors, &mut head, self.wait, &mut self.times, &mut self.latest) {
                 Ok(true) => read.add(ctx.pool(), head),
                 Ok(false) => {
                     head.write(ctx.pool(), |r| r.list_probed = true);
@@ -260,6 +267,7 @@ fn read_list<B: Backend>(
     head: &mut ListHead,
     wait: bool,
     times: &mut Vec<i64>,
+    latest: &mut Option<i64>,
 ) -> Result<bool, Error> {
     // The caller took this list from a queue (it holds the head): it owns the records. They
     // are put back below (an unwinding backend is caught by `guarded`; only the list's
@@ -268,55 +276,85 @@ fn read_list<B: Backend>(
     // Placed here rather than by the emitter, which is one thread and must not wait on a
     // driver call: the read that places the list is shared like the others. A list that
     // cannot be placed fails like one whose times cannot be read.
-    let read = read_times(ctx, list_id, &events, wait, times).and_then(|complete| {
-        if !complete {
+    let first_host_ns = head.read(ctx.pool(), |r| r.first_host_ns);
+    // Times that cannot be true (a sum out of `i64`, a step back on a stream, a span its own
+    // host reads cannot hold) are read once more: a read that is no distance is seldom read
+    // twice. The second reading stands (a list over which the host clock stopped fails).
+    let read = |times: &mut Vec<i64>| -> Result<Option<(i64, Span, OwnReads)>, Error> {
+        let Some((rounding, span, seen_ns)) = read_times(ctx, list_id, &events, wait, times)? else {
             return Ok(None);
+        };
+        // Read once the list's events were found complete: the GPU ran them before. The read
+        // right after the probe that found its last event complete bounds that event, the
+        // latest of a list on one stream, as soon as it was seen; a list whose latest event
+        // is on another stream is bounded by a read after all of them. With the host time
+        // read before its first record, it bounds what the list can span.
+        let last_is_latest = times.last() == Some(&span.1);
+        let read_host_ns = if last_is_latest { seen_ns } else { host_now(ctx.backend())? };
+        let reads = OwnReads { first_host_ns, read_host_ns };
+        if !reads.hold_span(span, rounding) {
+            let host_span_ns = first_host_ns.map_or(0, |f| reads.read_host_ns.saturating_sub(f));
+            let gpu_span_ns = span.1.abs_diff(span.0);
+            return Err(TimeError::BeyondHostTime { list_id, gpu_span_ns, host_span_ns }.into());
         }
-        let placed = place(ctx.backend(), anchors, ctx.pool().event(head.first()))?;
-        // Read once the list's events were found complete: the GPU ran them before.
-        let reach = anchors.reach(host_now(ctx.backend())?);
-        within_reach(list_id, placed.0, times, reach)?;
-        Ok(Some(placed))
+        Ok(Some((rounding, span, reads)))
+    };
+    let read = match read(times) {
+        Err(Error::Time(_)) => read(times),
+        first => first,
+    }
+    .and_then(|read| {
+        let Some((rounding, span, reads)) = read else { return Ok(None) };
+        let placed = place_checked(ctx, anchors, head.first(), list_id, span, &reads)?;
+        Ok(Some((placed, reads.read_host_ns, rounding, span)))
     });
-    let placed = match read {
-        Ok(Some(placed)) => placed,
+
+    let (placed, read_host_ns, rounding, span) = match read {
+        Ok(Some(read)) => read,
         Ok(None) | Err(_) => {
             head.write(ctx.pool(), |r| r.events = events);
             return read.map(|_| false);
         }
     };
+    *latest = (*latest).max(placed.0.checked_add(span.1));
     let zones = build_zones(ctx, head, list_id, &mut events, times);
+
     ctx.record_buffers().give_back(events);
     let zones = zones?;
     head.write(ctx.pool(), |r| {
         r.list_kind = ListKind::Read;
         r.zones = zones;
         r.list_placed = Some(placed);
+        r.read_host_ns = read_host_ns;
+        r.list_rounding_ns = rounding;
     });
     Ok(true)
 }
 
-/// The times of a list's `events` since its first, into `times`. `Ok(false)`: not complete
-/// yet (and `wait` is off). Times that cannot be true are an error
-/// ([`TimeError::OutOfRange`], [`TimeError::WentBack`]).
+/// The times of a list's `events` since its first, into `times`, how far any of them may be
+/// off by rounding (the sum of its steps' rounding bounds: 0 while every step is under 16 ms
+/// or the backend reads exact ticks), the earliest and latest of them, and the host time read
+/// right after the read that found its last event complete. `Ok(None)`: not complete yet (and `wait`
+/// is off). Times that cannot be true are an error ([`TimeError::OutOfRange`],
+/// [`TimeError::WentBack`]).
 fn read_times<B: Backend>(
     ctx: &Inner<B>,
     list_id: u64,
     events: &[EventRecord],
     wait: bool,
     times: &mut Vec<i64>,
-) -> Result<bool, Error> {
+) -> Result<Option<(i64, Span, i64)>, Error> {
     let backend = ctx.backend();
-    let step = |from: &EventRecord, to: &EventRecord| -> Result<Option<i64>, BackendError> {
+    let step = |from: &EventRecord, to: &EventRecord| -> Result<Option<Elapsed>, BackendError> {
         let (from, to) = (ctx.pool().event(from.slot), ctx.pool().event(to.slot));
         let elapsed = || guarded("elapsed", || backend.elapsed(from, to));
         match elapsed()? {
-            Some(elapsed) => Ok(Some(elapsed.ns)),
+            Some(elapsed) => Ok(Some(elapsed)),
             None if wait => {
                 guarded("wait", || backend.wait(from))?;
                 guarded("wait", || backend.wait(to))?;
                 match elapsed()? {
-                    Some(elapsed) => Ok(Some(elapsed.ns)),
+                    Some(elapsed) => Ok(Some(elapsed)),
                     None => Err(BackendError::new("elapsed", "event not ready after wait")),
                 }
             }
@@ -331,22 +369,26 @@ fn read_times<B: Backend>(
         1 => step(&events[0], &events[0])?,
         _ => step(&events[n - 2], &events[n - 1])?,
     };
-    let Some(last_step) = last_step else { return Ok(false) };
+    let Some(last_step) = last_step else { return Ok(None) };
+    let seen_ns = host_now(backend)?;
     times.clear();
     times.push(0);
+    let mut rounding = 0i64;
+    let mut span: Span = (0, 0);
     // The latest time of the run of events recorded one after the other on the lane of the
     // event before `i`.
     let mut run_latest = 0;
     for i in 1..n {
-        let ns = if i == n - 1 {
+        let elapsed = if i == n - 1 {
             last_step
         } else {
             match step(&events[i - 1], &events[i])? {
-                Some(ns) => ns,
-                None => return Ok(false),
+                Some(elapsed) => elapsed,
+                None => return Ok(None),
             }
         };
-        let t = times[i - 1].checked_add(ns).ok_or(TimeError::OutOfRange { list_id, event: i })?;
+        rounding = rounding.saturating_add(reading_bound(elapsed));
+        let t = times[i - 1].checked_add(elapsed.ns).ok_or(TimeError::OutOfRange { list_id, event: i })?;
         let (before, here) = (&events[i - 1], &events[i]);
         if here.lane != before.lane {
             // Steps between streams may go back.
@@ -363,28 +405,97 @@ fn read_times<B: Backend>(
             }
             run_latest = run_latest.max(t);
         }
+        span = (span.0.min(t), span.1.max(t));
         times.push(t);
     }
-    Ok(true)
+    Ok(Some((rounding, span, seen_ns)))
 }
 
-/// Whether every time of a list (its first event at `first`, the others `times` after it) is
-/// one the GPU can have run ([`TimeError::OutOfReach`] for the first that is not). A read
-/// that is no distance (`i64::MAX` from a difference that does not fit) must fail its own
-/// list, not fix the mapping up to a time that never comes.
-fn within_reach(list_id: u64, first: i64, times: &[i64], reach: Reach) -> Result<(), TimeError> {
-    let outside =
-        times.iter().map(|&t| first.saturating_add(t)).enumerate().find(|&(_, gpu)| !reach.holds(gpu));
-    match outside {
-        None => Ok(()),
-        Some((event, gpu_ns)) => Err(TimeError::OutOfReach {
-            list_id,
-            event,
-            gpu_ns,
-            earliest_ns: reach.earliest,
-            latest_ns: reach.latest,
-        }),
+/// The earliest and latest of a list's times since its first.
+type Span = (i64, i64);
+
+/// A list's own host reads: before its first record (unknown for a list placed at its
+/// submission) and once it was found complete.
+struct OwnReads {
+    first_host_ns: Option<i64>,
+    read_host_ns: i64,
+}
+
+impl OwnReads {
+    /// What they say of the offset at the list's earliest and latest GPU times, the list's
+    /// first event at `first`: every event ran after the read before its first record and
+    /// before the read once it was complete.
+    fn bounds(&self, first: i64, (earliest, latest): Span) -> Option<(PointBound, PointBound)> {
+        let (earliest, latest) = (first.checked_add(earliest)?, first.checked_add(latest)?);
+        Some((
+            PointBound::from_host(earliest, self.first_host_ns, None),
+            PointBound::from_host(latest, None, Some(self.read_host_ns)),
+        ))
     }
+
+    /// Whether the list's times (since its first event, off by at most `rounding`) fit its own
+    /// reads: no mapping within the rate bound takes its earliest time after its first read
+    /// and its latest before its last otherwise.
+    fn hold_span(&self, span: Span, rounding: i64) -> bool {
+        let Some((early, late)) = self.bounds(0, span) else { return false };
+        let late = PointBound { upper: late.upper.map(|u| u.saturating_add(rounding)), ..late };
+        early.agrees(&late)
+    }
+}
+
+/// The list's first event (slot `first_slot`) placed on the context's timeline
+/// (`clock::place`), checked against the host reads around the anchor it was read from and
+/// the list's own: a place they cannot hold at the rate bound is read again. The same answer
+/// is kept (a discontinuity of the clocks between the anchor and the list: the emitter places
+/// the list from its own reads), another that fits is the place, and two that disagree are
+/// no distance ([`TimeError::PlacementDisagrees`]). A place that takes a time out of `i64`
+/// fails the list ([`TimeError::OutOfRange`]).
+fn place_checked<B: Backend>(
+    ctx: &Inner<B>,
+    anchors: &Anchors<B::Event>,
+    first_slot: u32,
+    list_id: u64,
+    span: Span,
+    reads: &OwnReads,
+) -> Result<Placed, Error> {
+    let event = ctx.pool().event(first_slot);
+    let fits = |(placed, anchor): &(Placed, PointBound)| {
+        reads
+            .bounds(placed.0, span)
+            .is_some_and(|(early, late)| anchor.agrees(&early) && anchor.agrees(&late))
+    };
+    let in_range = |(placed, _): &(Placed, PointBound)| {
+        placed.0 != i64::MAX && placed.0 != i64::MIN && reads.bounds(placed.0, span).is_some()
+    };
+    // How far before an anchor seen complete before the list began its earliest event lies
+    // (the base event, GPU time 0, was seen complete before any list began): the GPU's
+    // counter does not go back, so that is impossible.
+    let before_anchor = |(placed, anchor): &(Placed, PointBound)| {
+        let earliest = placed.0.saturating_add(span.0);
+        let slack = placed.1.saturating_add(placed.2);
+        let seen = anchor.upper.map(|u| u.saturating_add(anchor.gpu));
+        let after_anchor = reads.first_host_ns.zip(seen).is_some_and(|(first, seen)| first >= seen);
+        let floor = if after_anchor { anchor.gpu.max(0) } else { 0 };
+        (earliest < floor.saturating_sub(slack)).then(|| floor.abs_diff(earliest))
+    };
+    let first = place(ctx.backend(), anchors, event)?;
+    if fits(&first) {
+        return Ok(first.0);
+    }
+    let again = place(ctx.backend(), anchors, event)?;
+    let same = again.0 .0.abs_diff(first.0 .0) <= (first.0 .2 + again.0 .2).unsigned_abs();
+    if fits(&again) || (same && in_range(&again) && before_anchor(&again).is_none()) {
+        return Ok(again.0);
+    }
+    Err(match (in_range(&again), before_anchor(&again)) {
+        (false, _) if !same => {
+            TimeError::PlacementDisagrees { list_id, first_ns: first.0 .0, second_ns: again.0 .0 }
+        }
+        (false, _) => TimeError::OutOfRange { list_id, event: 0 },
+        (true, Some(by_ns)) if same => TimeError::BeforeAnchor { list_id, by_ns },
+        _ => TimeError::PlacementDisagrees { list_id, first_ns: first.0 .0, second_ns: again.0 .0 },
+    }
+    .into())
 }
 
 /// Replays the records of a read list (`events`, their `times` since its first event) into
@@ -436,6 +547,8 @@ fn build_zones<B: Backend>(
                 gpu_end_ns: i64::MIN,
                 host_begin_ns: 0,
                 host_end_ns: 0,
+                host_begin_bound_ns: 0,
+                host_end_bound_ns: 0,
                 launch,
                 frame: None,
             });

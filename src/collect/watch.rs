@@ -15,11 +15,14 @@ pub(super) struct Watch {
     counters: bool,
     /// The latest host end of any zone emitted (counters only).
     latest_end_ns: Option<i64>,
+    /// The largest host-time bound of the zones emitted since the last sample (counters
+    /// only).
+    worst_bound_ns: std::cell::Cell<Option<u64>>,
 }
 
 impl Watch {
     pub(super) fn new(counters: bool) -> Self {
-        Self { counters, latest_end_ns: None }
+        Self { counters, latest_end_ns: None, worst_bound_ns: std::cell::Cell::new(None) }
     }
 
     /// An emitted list's zones: keeps the latest end, for the lag.
@@ -30,6 +33,8 @@ impl Watch {
         if let Some(end) = zones.iter().map(|z| z.host_end_ns).max() {
             self.latest_end_ns = Some(self.latest_end_ns.map_or(end, |latest| latest.max(end)));
         }
+        let worst = zones.iter().map(|z| z.host_begin_bound_ns.max(z.host_end_bound_ns)).max();
+        self.worst_bound_ns.set(self.worst_bound_ns.get().max(worst));
     }
 
     /// What to hand the sinks at the end of an emit phase: the frame marks since the last
@@ -49,6 +54,7 @@ impl Watch {
             zones_dropped: c.dropped_zones.load(Ordering::Relaxed),
             lists_pending: submitted.saturating_sub(c.lists_collected.load(Ordering::Relaxed)),
             lag_ns: self.latest_end_ns.map(|end| host_ns.saturating_sub(end)),
+            clock_bound_ns: self.worst_bound_ns.take(),
         };
         (marks, Some(sample))
     }

@@ -136,8 +136,10 @@ impl<B: Backend> Builder<B> {
         self.sinks.push(Box::new(sink));
         self
     }
-    /// Builds the context: creates the first page of events and the base event, records the
-    /// base event, waits for it, and opens the sinks.
+    /// Builds the context: creates the first page of events, opens the sinks, and, for a
+    /// backend timed by events, creates, records and waits for the base event (a backend
+    /// timed by activities attaches its activity source instead, which may refuse a second
+    /// context).
     pub fn build(self) -> Result<TracingContext<B>, Error> {
         let Builder { backend, mut config, set, sinks, on_error } = self;
         for setter in set {

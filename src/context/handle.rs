@@ -292,7 +292,11 @@ impl<B: Backend> TracingContext<B> {
         self.inner().switches().launches()
     }
 
-    /// A new, empty list for one command buffer. Takes no slot until its first zone.
+    /// A new, empty list for one command buffer. While the context records (enabled, open,
+    /// verbosity not `Off`), it takes a record buffer and reserves its first zone's slots
+    /// now, from the thread's cache of free slots (waiting, like a zone, while another
+    /// thread grows the pool), so that the first zone begins without it; a reservation that
+    /// fails here is tried again, and reported, by the first zone.
     #[must_use = "a list records nothing until zones are begun on it, and must be submitted"]
     pub fn list(&self) -> EventList<B> {
         let inner = &self.shared.collector.inner;
@@ -346,9 +350,9 @@ impl<B: Backend> TracingContext<B> {
 
     /// Submits a list: its zones will be collected once the GPU has run them. Pushes the list
     /// on the submission queue with a compare-and-swap, returns its unused reservation to the
-    /// thread's cache of free slots, and takes its stream's holders' lock for a few
-    /// instructions (never held across a backend call; [`EventList`] lists every wait of
-    /// recording). Never waits for the GPU or a sink.
+    /// thread's cache of free slots, and (on a backend timed by events) takes its stream's
+    /// holders' lock for a few instructions (never held across a backend call; [`EventList`]
+    /// lists every wait of recording). Never waits for the GPU or a sink.
     ///
     /// Refuses, handing the list back, if it has open zones or belongs to another context.
     ///
@@ -389,8 +393,10 @@ impl<B: Backend> TracingContext<B> {
     /// last round (it will not look for more) does a caller with lists to hand over wait, for
     /// the rest of that one round, and then emit them itself.
     ///
-    /// On a failure the failing list's zones are dropped and counted, its slots released,
-    /// the other lists still collected, and the error carries what the call did.
+    /// On a failure the failing list's zones are dropped and counted, its slots released (on
+    /// a backend that retires events, [`Backend::RETIRES`](crate::Backend::RETIRES), once
+    /// the GPU has passed each of its events: a later collect releases them), the other
+    /// lists still collected, and the error carries what the call did.
     pub fn collect(&self) -> Result<Collected, CollectError> {
         self.shared.collector.collect()
     }
@@ -402,7 +408,9 @@ impl<B: Backend> TracingContext<B> {
     /// new collectors out while it waits for what is left. Lists submitted
     /// while it runs are not waited for: a producer that keeps submitting and collecting
     /// cannot keep it running. A list whose lane has an earlier list still being recorded
-    /// (not submitted) stays pending, in order, and is counted in `pending_lists`.
+    /// (not submitted) stays pending, in order, and is counted in `pending_lists`, until
+    /// that list is submitted or dropped or the hold limit passes
+    /// ([`Builder::hold_limit`](crate::Builder::hold_limit)).
     ///
     /// It also returns what went wrong in the background since the last flush (the context's
     /// collector thread, a [`CollectorThread`](crate::CollectorThread), a recording thread

@@ -9,7 +9,7 @@ mod builder;
 #[cfg(not(gpu_event_pool_loom))]
 mod collector_thread;
 mod handle;
-#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+#[cfg(feature = "vulkan")]
 mod queue_submit;
 mod stats;
 #[cfg(all(test, not(gpu_event_pool_loom)))]
@@ -23,8 +23,8 @@ pub use builder::Builder;
 #[cfg(not(gpu_event_pool_loom))]
 pub use collector_thread::CollectorThread;
 pub use handle::TracingContext;
-#[cfg(any(feature = "vulkan", feature = "wgpu"))]
+#[cfg(feature = "vulkan")]
 pub use queue_submit::QueueSubmitError;
 pub use stats::{ActivityStats, Stats};
 #[cfg(feature = "wgpu")]
-pub use wgpu::{PassScope, WgpuScope};
+pub use wgpu::{PassScope, PassZone, Refused, Scope, Timestamped, WgpuList, WgpuSubmitError};

@@ -1,5 +1,5 @@
-//! Submitting command buffers and their lists in one order (features `vulkan` and `wgpu`):
-//! what both backends' `queue_submit` check before submitting anything.
+//! Submitting command buffers and their lists in one order (feature `vulkan`): what its
+//! `queue_submit` checks before submitting anything (wgpu's lists check more: `wgpu/mod.rs`).
 
 use super::handle::TracingContext;
 use crate::backend::{Backend, BackendError};

@@ -1,7 +1,7 @@
 //! [`Stats`]: a snapshot of a context's slot counts and counters.
 
 use crate::backend::activity::ActivityLosses;
-use crate::backend::Backend;
+use crate::backend::{Backend, Timing};
 use crate::shared::{Inner, EVENTS_SUBMITTED, LISTS_DISCARDED, LISTS_SUBMITTED};
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -11,6 +11,12 @@ use crate::sync::{AtomicUsize, Ordering};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
+    /// The backend that runs ([`Backend::name`]).
+    pub backend: &'static str,
+    /// How it times zones ([`Backend::timing`]): by events it records, or by the work records
+    /// of its activity source (CUPTI). A `CuptiBackend` that fell back to CUDA events (another
+    /// tool holds CUPTI: `CuptiConfig::fall_back_to_events`) says [`Timing::Events`].
+    pub timing: Timing,
     /// Slots (events) created.
     pub capacity: usize,
     /// The most slots the pool may grow to.
@@ -27,7 +33,9 @@ pub struct Stats {
     pub threads_with_magazines: usize,
     /// Slots held by lists being recorded (including their unused reservations).
     pub owned: usize,
-    /// Slots in submitted lists not yet collected.
+    /// Slots in submitted lists not yet collected (and, on a backend that retires events,
+    /// of failed lists whose events the GPU has not passed yet:
+    /// [`Backend::retire`](crate::Backend::retire)).
     pub submitted: usize,
     /// `owned + submitted`.
     pub in_use: usize,
@@ -59,13 +67,17 @@ pub struct Stats {
     /// is collected at least every
     /// `anchor_interval`.
     pub lists_shifted: usize,
-    /// Zones drawn from their launch's host time on rather than at the host time the clock
-    /// gives their GPU begin, which was earlier: the GPU cannot begin work before the host
-    /// asked for it, and the clock's mapping up to that GPU time was fixed before the launch
-    /// that proves it low was seen (only while launches are recorded,
-    /// [`Builder::record_launches`](crate::Builder::record_launches)). The launch also
-    /// raises the clock's estimate for later times.
-    pub zones_moved_to_launch: usize,
+    /// Discontinuities of the clocks: anchors whose host times no mapping of GPU time to host
+    /// time fits together with the anchors and lists before them (a suspend, a GPU counter
+    /// that stopped, a host clock stepped or slewed faster than 500 ppm). Each begins a new
+    /// clock segment, is reported once (`Error::ClockDiscontinuity`) and is marked in the
+    /// traces; zones keep coming (docs/design.md, section 8).
+    pub clock_discontinuities: usize,
+    /// Lists placed on the host clock from their own host reads alone (so with a wider
+    /// bound): their reads did not fit their clock segment (read after a discontinuity no
+    /// anchor had shown yet, or a placement read that is no distance), or they lay between
+    /// two segments.
+    pub lists_placed_alone: usize,
     /// Batches that a sink failed to take, and sink flushes that failed (an error or a
     /// caught panic; one per batch or flush, however many sinks failed it). The last handle's
     /// flush counts here too, and its failure also goes to the context's error handler
@@ -107,6 +119,8 @@ impl Stats {
         let get = |a: &AtomicUsize| a.load(Ordering::Relaxed);
         let recorded = |field| c.recorded.sum(field).max(0) as usize;
         Stats {
+            backend: inner.backend().name(),
+            timing: inner.backend().timing(),
             capacity: p.capacity,
             max_capacity: p.max_capacity,
             pages: p.pages,
@@ -126,7 +140,8 @@ impl Stats {
             events_submitted: recorded(EVENTS_SUBMITTED),
             zones_emitted: get(&c.zones_emitted),
             lists_shifted: get(&c.lists_shifted),
-            zones_moved_to_launch: get(&c.zones_moved_to_launch),
+            clock_discontinuities: get(&c.clock_discontinuities),
+            lists_placed_alone: get(&c.lists_placed_alone),
             sink_failures: get(&c.sink_failures),
             sinks_stopped: get(&c.sinks_stopped),
             lanes_released: get(&c.lanes_released),

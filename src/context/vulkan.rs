@@ -34,10 +34,15 @@ impl TracingContext<VulkanBackend> {
         fence: vk::Fence,
     ) -> Result<(), QueueSubmitError<VulkanBackend>> {
         let lists = self.submittable(lists)?;
+        // Read before the submission: none of its work can have begun earlier.
+        let before = crate::backend::host_now(self.backend()).ok();
         // Safety: the caller's submit infos and fence, valid for this queue.
         unsafe {
             queue.submit_then(submits, fence, || {
-                for list in lists {
+                for mut list in lists {
+                    if let Some(before) = before {
+                        list.submitted_after(before);
+                    }
                     // Checked above: owned by this context, no open zone.
                     let _ = self.submit(list);
                 }

@@ -36,7 +36,8 @@ pub(crate) struct Counters {
     pub(crate) lists_failed: AtomicUsize,
     pub(crate) zones_emitted: AtomicUsize,
     pub(crate) lists_shifted: AtomicUsize,
-    pub(crate) zones_moved_to_launch: AtomicUsize,
+    pub(crate) clock_discontinuities: AtomicUsize,
+    pub(crate) lists_placed_alone: AtomicUsize,
     pub(crate) sink_failures: AtomicUsize,
     pub(crate) sinks_stopped: AtomicUsize,
     pub(crate) lanes_released: AtomicUsize,
@@ -79,7 +80,7 @@ pub(crate) struct Inner<B: Backend> {
     /// Lists a collector found incomplete, and lists whose times were read (collect/read.rs).
     retry: SubmissionQueue,
     read: SubmissionQueue,
-    /// Each list's place in its home lane's order (lanes.rs), and the places given up by
+    /// Each list's place in its home lane's order (lanes/), and the places given up by
     /// lists dropped unsubmitted, for the emitter to skip.
     lanes: LaneTable,
     void_places: VoidPlaces,
@@ -278,7 +279,8 @@ impl<B: Backend> Inner<B> {
                 lists_failed: AtomicUsize::new(0),
                 zones_emitted: AtomicUsize::new(0),
                 lists_shifted: AtomicUsize::new(0),
-                zones_moved_to_launch: AtomicUsize::new(0),
+                clock_discontinuities: AtomicUsize::new(0),
+                lists_placed_alone: AtomicUsize::new(0),
                 sink_failures: AtomicUsize::new(0),
                 sinks_stopped: AtomicUsize::new(0),
                 lanes_released: AtomicUsize::new(0),
@@ -386,7 +388,8 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Pushes a list with recorded events on the submission queue: its head record is `list`
-    /// with its events, lane, slots and place. Whether it had any to push.
+    /// with its events, lane, slots and place (an event source's list has one once it
+    /// recorded; an activity source's takes none). Whether it had any to push.
     fn push_list(
         &self,
         used: Option<(ListHead, Chain)>,
@@ -394,7 +397,7 @@ impl<B: Backend> Inner<B> {
         home: Option<LaneSeq>,
         list: ListRecord,
     ) -> bool {
-        let (Some((mut head, used)), Some(home), Some(first)) = (used, home, events.first()) else {
+        let (Some((mut head, used)), Some(first)) = (used, events.first()) else {
             return false;
         };
         debug_assert_eq!((first.slot, events.len()), (used.first, used.len as usize));
@@ -404,17 +407,21 @@ impl<B: Backend> Inner<B> {
         // The list's slots are still Owned by the submitting thread (it holds their head)
         // until the push below publishes them to the collector.
         head.write(&self.pool, |r| {
-            *r =
-                ListRecord { events, lane, list_last: used.last, list_len: used.len, list_seq: home, ..list };
+            let list_seq = home.unwrap_or(list.list_seq);
+            *r = ListRecord { events, lane, list_last: used.last, list_len: used.len, list_seq, ..list };
         });
         self.pool.mark_submitted(used.len);
         if submitted {
             self.counters.recorded.add(EVENTS_SUBMITTED, i64::from(used.len));
         }
-        OWN_LANE.with(|c| c.set(home.entry));
+        if let Some(home) = home {
+            OWN_LANE.with(|c| c.set(home.entry));
+        }
         self.queue.push(&self.pool, head);
         // Handed to the collector: the place is no longer held by a list being recorded.
-        self.lanes.release(home);
+        if let Some(home) = home {
+            self.lanes.release(home);
+        }
         true
     }
 

@@ -87,6 +87,7 @@ pub(crate) struct ListRecord {
     pub(crate) list_len: u32,
     /// The list's id, its place in its home lane's order, and what the collector found.
     pub(crate) list_id: u64,
+    /// (An activity source's list takes no place: the default, unused.)
     pub(crate) list_seq: LaneSeq,
     pub(crate) list_kind: ListKind,
     /// A collector found this list incomplete before.
@@ -100,6 +101,11 @@ pub(crate) struct ListRecord {
     /// The host time read just before the list's first event was recorded, when the list
     /// took its place there: a lower bound of the clocks' offset at that event.
     pub(crate) first_host_ns: Option<i64>,
+    /// The host time the reader read once it found the list complete: an upper bound of the
+    /// clocks' offset at its latest event.
+    pub(crate) read_host_ns: i64,
+    /// How far a read list's times since its first event may be off by rounding.
+    pub(crate) list_rounding_ns: i64,
     /// The frame the list belongs to (current when it was made), copied onto its zones.
     pub(crate) list_frame: Option<u64>,
 }
@@ -133,6 +139,8 @@ impl Default for ListRecord {
             zones: Vec::new(),
             list_placed: None,
             first_host_ns: None,
+            read_host_ns: 0,
+            list_rounding_ns: 0,
             list_frame: None,
         }
     }

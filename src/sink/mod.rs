@@ -33,6 +33,8 @@ pub mod memory;
 pub mod perfetto;
 pub mod results;
 #[cfg(feature = "tracing")]
+mod span_edges;
+#[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub mod tracing_layer;
 #[cfg(feature = "tracy")]
@@ -87,12 +89,22 @@ pub struct Zone {
     /// End, GPU nanoseconds since the context's base event (`>= gpu_begin_ns`).
     pub gpu_end_ns: i64,
     /// Begin on the backend's host clock ([`Backend::host_now_ns`](crate::Backend::host_now_ns)),
-    /// through the context's one GPU-to-host mapping: a function of GPU time alone, the same for
-    /// every sink, never going back as GPU time goes on.
+    /// placed by the collector once for every sink. Every zone of a list is placed with one
+    /// offset from its GPU times, so `host_end_ns - host_begin_ns` is the GPU duration,
+    /// exact, and so is every gap inside the list; zones of one lane never overlap across
+    /// lists. The true host time lies within [`host_begin_bound_ns`](Self::host_begin_bound_ns)
+    /// of it.
     pub host_begin_ns: i64,
-    /// End on the backend's host clock, through the same mapping: `host_end_ns -
-    /// host_begin_ns` is the GPU duration at the rate the mapping estimates for the host clock.
+    /// End on the backend's host clock (`host_begin_ns` plus the GPU duration).
     pub host_end_ns: i64,
+    /// How far the true host time of the begin can be from `host_begin_ns`, in nanoseconds:
+    /// the widest the host/GPU mapping can be there, given every host time the collector read
+    /// around the GPU's work and a largest rate difference of 500 ppm between the clocks
+    /// (docs/design.md, section 8). `u64::MAX`: not bounded (nothing was read before it; or a
+    /// source whose host times come from the driver, CUPTI, whose error is its own).
+    pub host_begin_bound_ns: u64,
+    /// The same for the end.
+    pub host_end_bound_ns: u64,
     /// Where and when the host recorded the zone's begin: `Some` only while the context
     /// records launches ([`Builder::record_launches`](crate::Builder::record_launches)).
     pub launch: Option<Launch>,
@@ -120,6 +132,8 @@ impl Zone {
             gpu_end_ns,
             host_begin_ns: gpu_begin_ns,
             host_end_ns: gpu_end_ns,
+            host_begin_bound_ns: 0,
+            host_end_bound_ns: 0,
             launch: None,
             frame: None,
         }
@@ -197,6 +211,22 @@ pub struct FrameMark {
     pub host_ns: i64,
 }
 
+/// A discontinuity of the clocks ([`Sink::clock_discontinuity`]): from the anchor at `gpu_ns`
+/// on, the collector's mapping of GPU time to host time begins a new segment, because no
+/// mapping fitted that anchor's host times and the bounds before it (a suspend, a GPU counter
+/// that stopped, a host clock stepped or slewed faster than 500 ppm). Zones before and after
+/// are each placed within their bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockDiscontinuity {
+    /// The GPU time of the anchor that begins the new segment.
+    pub gpu_ns: i64,
+    /// Its host time, as the new segment places it (the clock of [`Zone::host_begin_ns`]).
+    pub host_ns: i64,
+    /// How far the host time of that GPU time moved from what the bounds before said (the
+    /// middles of the two): positive when the host clock is later than they said.
+    pub jump_ns: i64,
+}
+
 /// What the collector samples for sinks that asked ([`Sink::wants_counters`]): once per emit
 /// phase, after the lists it emitted released their slots (docs/watch.md).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -214,6 +244,10 @@ pub struct CounterSample {
     /// behind the host the emitted GPU timeline is. `None` before the first zone. While the
     /// GPU is idle it grows with the time since its last work.
     pub lag_ns: Option<i64>,
+    /// The largest host-time bound ([`Zone::host_begin_bound_ns`], `host_end_bound_ns`) of the
+    /// zones emitted since the last sample, in nanoseconds; `None` if none were (`u64::MAX`:
+    /// one was not bounded).
+    pub clock_bound_ns: Option<u64>,
 }
 
 /// A destination for collected zones.
@@ -226,6 +260,16 @@ pub trait Sink: Send {
     /// A new calibration pair (sent whenever the collector takes a new anchor).
     fn calibrate(&mut self, context: &ContextInfo, calibration: Calibration) -> std::io::Result<()> {
         let _ = (context, calibration);
+        Ok(())
+    }
+    /// A discontinuity of the clocks, delivered before any zone placed in the new segment (a
+    /// trace marks it on its clock track).
+    fn clock_discontinuity(
+        &mut self,
+        context: &ContextInfo,
+        discontinuity: ClockDiscontinuity,
+    ) -> std::io::Result<()> {
+        let _ = (context, discontinuity);
         Ok(())
     }
     /// A user's name for a lane ([`TracingContext::name_stream`](crate::TracingContext::name_stream)),

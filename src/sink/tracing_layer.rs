@@ -5,7 +5,9 @@
 //! - **One clock, one origin.** The layer reads [`Instant::now`] and writes `ts` as the trace's
 //!   sinks do ([`ChromeTrace::ts_ns`]): microseconds since the trace's origin (or on the wall
 //!   clock after [`ChromeTrace::with_wall_clock_origin`]); each GPU sink places its zones on
-//!   that clock through its context's backend clock.
+//!   that clock through its context's backend clock. The clock is read once per span entry,
+//!   exit and event, for every layer of the crate on the subscriber: beside a Perfetto layer
+//!   (`PerfettoTrace::layer`), both traces place each span at the same nanoseconds.
 //! - **Its own process.** CPU tracks are written under the trace's CPU process id
 //!   ([`ChromeTrace::cpu_pid`], by default this process's id), apart from the GPU contexts'
 //!   processes (their ids, which move out of its way; see
@@ -57,6 +59,7 @@
 
 use super::chrome::format::{micros_raw, signed_ns};
 use super::chrome::output::{lock, ChromeTrace, TraceOutput};
+use super::span_edges::{Edge, EdgeClock};
 use crate::launch::thread_number;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -74,6 +77,7 @@ use tracing_subscriber::Layer;
 /// [`ChromeTrace::layer`].
 pub struct ChromeLayer {
     out: Arc<Mutex<TraceOutput>>,
+    clock: EdgeClock,
     origin: Instant,
     origin_ns: i64,
     pid: u32,
@@ -92,6 +96,7 @@ impl ChromeTrace {
     pub fn layer(&self) -> ChromeLayer {
         ChromeLayer {
             out: Arc::clone(&self.out),
+            clock: EdgeClock::new(),
             origin: self.origin,
             origin_ns: self.origin_ns,
             pid: self.cpu_pid,
@@ -189,12 +194,12 @@ where
         let thread = thread_number();
         let mut extensions = span.extensions_mut();
         if let Some(state) = extensions.get_mut::<SpanState>() {
-            state.entered.push((thread, Instant::now()));
+            state.entered.push((thread, self.clock.at(Edge::Enter(id.into_u64()))));
         }
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        let now = Instant::now();
+        let now = self.clock.at(Edge::Exit(id.into_u64()));
         let Some(span) = ctx.span(id) else { return };
         let thread = thread_number();
         let mut extensions = span.extensions_mut();
@@ -218,7 +223,7 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let now = Instant::now();
+        let now = self.clock.at(Edge::Event(event as *const Event<'_> as usize));
         let mut args = Map::new();
         event.record(&mut Fields(&mut args));
         let name = match args.remove("message") {

@@ -344,7 +344,11 @@ impl<const TAG_BITS: u32> TaggedFreeList<TAG_BITS> {
             let mut next = links.link(segment.last).load(Ordering::Relaxed);
             let mut segments = 1;
             while len < n && next != NIL && segments < n {
+                // The walk's bound, stated: a condition weakened by an edit fails here at
+                // once, not by a walk past the chain's end that may never return.
+                debug_assert!(next != NIL && segments < n, "a pop walked past its bound");
                 segment = Segment::read(links, next);
+
                 len = len.saturating_add(segment.len);
                 next = links.link(segment.last).load(Ordering::Relaxed);
                 segments += 1;

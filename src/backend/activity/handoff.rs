@@ -2,8 +2,8 @@
 //! for the collector, bounded; and the one rule that makes a collector's read complete: a read
 //! waits for a read in progress on another thread, whose records were taken from the source
 //! before, so that they are queued when the collector looks (a flush after synchronizing then
-//! has every record). Checked by the loom model `loom_activity`
-//! (`a_collector_read_after_work_completed_sees_it_whoever_read_it`).
+//! has every record). Checked by the loom model of its CUPTI caller, `RecordQueue::read`
+//! (`backend::cupti::flush::loom_flush`, `loom-tests/cupti_flush.rs`).
 
 use crate::sync::{lock, AtomicUsize, Mutex, MutexGuard, Ordering};
 

@@ -19,7 +19,9 @@ pub use handoff::{Reading, RecordHandoff};
 
 use super::BackendError;
 use crate::location::Location;
+use crate::sync::lock_std;
 use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
 
 /// How a backend's zones are timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +154,13 @@ pub trait ActivitySource: Send + Sync {
     fn read(&self, why: ReadFor, out: &mut ActivityBatch) -> Result<(), BackendError>;
     /// What was lost so far.
     fn losses(&self) -> ActivityLosses;
+    /// How far a record's host time may be from the true host time at which the GPU did what
+    /// it records, in nanoseconds: the source's own placement of the GPU's clock on the host's
+    /// (every zone of the source carries it, `Zone::host_begin_bound_ns`). Default
+    /// `u64::MAX`: the source cannot say (CUPTI places its records itself).
+    fn host_time_bound(&self) -> u64 {
+        u64::MAX
+    }
     /// Called when a context is built on this source. A source whose records would be split
     /// between contexts (CUPTI's, which reads the process's records once) refuses a second
     /// one with an error that says so. Default: any number.
@@ -196,49 +205,72 @@ macro_rules! no_events {
 }
 pub(crate) use no_events;
 
+/// The zones open on one thread, outermost first (docs/design.md, section 13, invariant S):
+/// pushed by that thread when a zone's begin is recorded, removed by key by whichever thread
+/// ends the zone or drops its list. Plain `std` (loom never models it): its lock is held for
+/// a push, a look or a removal, with no other call inside, and a thread's stack outlives the
+/// thread in the lists that hold it, so the thread-local's drop makes no modelled step.
+#[derive(Debug, Default)]
+pub(crate) struct OpenZones(Mutex<Vec<ZoneKey>>);
+
 crate::sync::const_thread_local! {
-    /// The zones open on this thread, outermost first (docs/design.md, section 13,
-    /// invariant S): pushed when a zone's begin is recorded, removed by key when it ends.
-    static OPEN: RefCell<Vec<ZoneKey>> = RefCell::new(Vec::new());
+    /// This thread's open zones (made at its first zone).
+    static OPEN: RefCell<Option<Arc<OpenZones>>> = RefCell::new(None);
 }
 
 /// The innermost zone open on the calling thread, in any context timed by activities: what a
 /// source's launch hook links a launch to. `None` when none is open (or the thread is
 /// exiting).
 pub fn current_zone() -> Option<ZoneKey> {
-    OPEN.try_with(|open| open.try_borrow().ok().and_then(|open| open.last().copied())).ok().flatten()
+    OPEN.try_with(|open| {
+        let open = open.try_borrow().ok()?;
+        let innermost = lock_std(&open.as_ref()?.0).last().copied();
+        innermost
+    })
+    .ok()
+    .flatten()
 }
 
-/// A zone's begin was recorded on this thread: launches made here are its work until it ends.
-pub(crate) fn open_zone(key: ZoneKey) {
-    let _ = OPEN.try_with(|open| {
-        if let Ok(mut open) = open.try_borrow_mut() {
-            open.push(key);
+/// The threads a list's zones were begun on (their stacks of open zones): a zone ends, and a
+/// dropped list's zones leave, on the stack it was pushed on, whichever thread ends it.
+/// Nearly always one thread; a list that moves between threads while it records has more.
+#[derive(Debug, Default)]
+pub(crate) struct ZoneThreads(Vec<Arc<OpenZones>>);
+
+impl ZoneThreads {
+    /// A zone's begin was recorded on this thread: launches made here are its work until it
+    /// ends.
+    pub(crate) fn open(&mut self, key: ZoneKey) {
+        let here = OPEN.try_with(|open| {
+            let mut open = open.try_borrow_mut().ok()?;
+            Some(Arc::clone(open.get_or_insert_with(Arc::default)))
+        });
+        let Some(here) = here.ok().flatten() else { return };
+        lock_std(&here.0).push(key);
+        if !self.0.iter().any(|known| Arc::ptr_eq(known, &here)) {
+            self.0.push(here);
         }
-    });
-}
+    }
 
-/// A zone ended (or its list was dropped): it leaves this thread's stack wherever it is, so
-/// that a zone ended out of order never leaves the thread on a closed zone. A zone begun on
-/// another thread is not on this one's stack: nothing happens.
-pub(crate) fn close_zone(key: ZoneKey) {
-    let _ = OPEN.try_with(|open| {
-        if let Ok(mut open) = open.try_borrow_mut() {
+    /// A zone ended: it leaves the stack it was pushed on wherever it is in it, so that a
+    /// zone ended out of order, or on another thread, never leaves a thread on a closed zone.
+    pub(crate) fn close(&self, key: ZoneKey) {
+        for zones in &self.0 {
+            let mut open = lock_std(&zones.0);
             if let Some(at) = open.iter().rposition(|&k| k == key) {
                 open.remove(at);
+                return;
             }
         }
-    });
-}
+    }
 
-/// Every zone of list `list` of context `context` leaves this thread's stack (the list is
-/// dropped with zones open).
-pub(crate) fn close_list(context: u32, list: u64) {
-    let _ = OPEN.try_with(|open| {
-        if let Ok(mut open) = open.try_borrow_mut() {
-            open.retain(|k| (k.context, k.list) != (context, list));
+    /// Every zone of list `list` of context `context` leaves the stacks it was pushed on (the
+    /// list is dropped with zones open).
+    pub(crate) fn close_list(&mut self, context: u32, list: u64) {
+        for zones in self.0.drain(..) {
+            lock_std(&zones.0).retain(|k| (k.context, k.list) != (context, list));
         }
-    });
+    }
 }
 
 #[cfg(all(test, not(gpu_event_pool_loom)))]
@@ -251,27 +283,49 @@ mod tests {
 
     #[test]
     fn the_innermost_open_zone_is_current_and_zones_leave_by_key() {
+        let (mut one, mut two) = (ZoneThreads::default(), ZoneThreads::default());
         assert_eq!(current_zone(), None);
-        open_zone(key(1, 0));
-        open_zone(key(2, 0));
-        open_zone(key(1, 1));
+        one.open(key(1, 0));
+        two.open(key(2, 0));
+        one.open(key(1, 1));
         assert_eq!(current_zone(), Some(key(1, 1)));
         // Ended out of order (lists interleaved on one thread): the others stay.
-        close_zone(key(2, 0));
+        two.close(key(2, 0));
         assert_eq!(current_zone(), Some(key(1, 1)));
-        close_zone(key(1, 1));
+        one.close(key(1, 1));
         assert_eq!(current_zone(), Some(key(1, 0)));
-        // Not on this thread's stack: nothing happens.
-        close_zone(key(7, 7));
-        close_list(9, 1);
+        // Not on any stack of the list: nothing happens.
+        one.close(key(7, 7));
+        one.close_list(9, 1);
         assert_eq!(current_zone(), None);
     }
 
     #[test]
     fn each_thread_has_its_own_open_zones() {
-        open_zone(key(3, 0));
+        let mut list = ZoneThreads::default();
+        list.open(key(3, 0));
         let there = std::thread::spawn(current_zone).join().unwrap();
         assert_eq!(there, None);
-        close_zone(key(3, 0));
+        list.close(key(3, 0));
+    }
+
+    /// A zone begun on one thread and ended on another leaves the first thread's stack: the
+    /// first thread's later launches are no longer its work (before, `close_zone` looked at
+    /// the ending thread's stack only, and the zone stayed open on the first for good).
+    #[test]
+    fn a_zone_ended_on_another_thread_leaves_the_stack_it_was_begun_on() {
+        let mut list = ZoneThreads::default();
+        list.open(key(4, 0));
+        let list = std::thread::spawn(move || {
+            list.close(key(4, 0));
+            list
+        })
+        .join()
+        .unwrap();
+        assert_eq!(current_zone(), None);
+        let mut list = list;
+        list.open(key(4, 1));
+        std::thread::spawn(move || list.close_list(9, 4)).join().unwrap();
+        assert_eq!(current_zone(), None, "a list dropped on another thread leaves this one's stack");
     }
 }

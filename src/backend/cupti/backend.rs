@@ -4,12 +4,13 @@
 //! records of the work that ran (the flush thread, flush.rs), and puts their times on the
 //! host clock (CUPTI reads the crate's clock itself, or an offset is measured).
 
+use super::config::{fall_back, CuptiConfig};
 use super::flush::{Flusher, RecordQueue};
-use super::{call, ActivityTracer, CuptiError, TracerConfig};
+use super::{call, ActivityTracer, CuptiError};
 use crate::backend::activity::{
     current_zone, ActivityBatch, ActivityLosses, ActivitySource, Link, ReadFor, Timing, ZoneKey,
 };
-use crate::backend::cuda::{CudaBackend, Graph, GraphNode};
+use crate::backend::cuda::{CudaBackend, Graph, GraphNode, TimingEvent};
 use crate::backend::{Backend, BackendError};
 use crossbeam_queue::SegQueue;
 use cudarc::cupti::result::{self as cupti, activity};
@@ -18,7 +19,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Where the host clock of CUPTI's records reads 0: one origin for the process, so that
 /// CUPTI's timestamp callback (which takes no user pointer) reads the same clock as
@@ -154,44 +155,6 @@ pub enum ClockSource {
     Offset,
 }
 
-/// A [`CuptiBackend`]'s settings (what the tracer needs; the context's own settings, its
-/// name, sinks and hold limit, are the [`Builder`](crate::Builder)'s).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CuptiConfig {
-    /// CUPTI's buffer pool. CUPTI fills a buffer per stream with work in flight (and one for
-    /// records of no stream): give at least two per stream the process uses at once.
-    /// Default: 64 buffers of 1 MiB.
-    pub buffers: TracerConfig,
-    /// How often the backend's flush thread asks CUPTI for the buffers whose records are all
-    /// complete (`cuptiActivityFlushAll`, not forced) and reads them: this bounds how late a
-    /// zone comes out. Zero: no flush thread, each collect asks. Default 5 ms. (Measured on
-    /// the H200: asking from busy recording threads bent CUPTI's times against the host
-    /// clock by tens of microseconds; one thread did not.)
-    pub flush_period: Duration,
-    /// Whether CUPTI calls the backend at each launching API call, to tie the launch to the
-    /// zone open on the thread (default on). Off, launches cost CUPTI's record alone, all
-    /// work comes out at depth 0, and zones, with no work tied to them, are counted empty.
-    pub launch_callback: bool,
-    /// The most records read out of CUPTI and not collected yet (default 2^18): past it the
-    /// flush thread leaves CUPTI's buffers unread until a collect.
-    pub max_pending_records: usize,
-    /// The most launch links not collected yet (default 2^20): past it a link is dropped
-    /// (counted in `ActivityLosses::links_dropped`) and its work comes out at depth 0.
-    pub max_pending_links: usize,
-}
-
-impl Default for CuptiConfig {
-    fn default() -> Self {
-        Self {
-            buffers: TracerConfig { buffer_size: 1 << 20, buffer_count: 64 },
-            flush_period: Duration::from_millis(5),
-            launch_callback: true,
-            max_pending_records: 1 << 18,
-            max_pending_links: 1 << 20,
-        }
-    }
-}
-
 /// CUDA timed by CUPTI's activity records: every kernel, copy and memset the process
 /// launches is a zone on its stream's lane, with no CUDA event, nested in the zones open on
 /// the launching thread (docs/cupti.md). Give it to [`TracingContext::builder`](crate::TracingContext::builder)
@@ -200,7 +163,10 @@ impl Default for CuptiConfig {
 ///
 /// CUPTI's activity state is process-wide: one at a time ([`CuptiError::AlreadyStarted`]),
 /// feeding one context (a second context built on it, or on a clone, fails: the records would
-/// be split between them). Cheap to clone: clones share the tracer.
+/// be split between them). CUPTI takes one subscriber per process: under another tool that
+/// holds it, [`new`](Self::new) fails with [`CuptiError::OtherSubscriber`], or, with
+/// [`CuptiConfig::fall_back_to_events`], times zones with CUDA events ([`timing`](Backend::timing)
+/// says which). Cheap to clone: clones share the tracer.
 ///
 /// ```no_run
 /// use gpu_event_pool::backend::cupti::CuptiBackend;
@@ -225,7 +191,9 @@ impl Default for CuptiConfig {
 #[derive(Debug, Clone)]
 pub struct CuptiBackend {
     cuda: CudaBackend,
-    state: Arc<CuptiState>,
+    /// CUPTI's tracer and records; `None` once it fell back to CUDA events (another
+    /// subscriber holds CUPTI): its events are then `cuda`'s.
+    state: Option<Arc<CuptiState>>,
 }
 
 /// What a backend and its clones share; dropped with the last of them (after the context's
@@ -259,8 +227,10 @@ impl CuptiBackend {
     }
 
     /// CUPTI beside the CUDA backend `cuda` (its context, streams and graphs), with `config`.
-    /// Fails when libcupti is missing, another CUPTI client is attached, profiling is not
-    /// permitted, or CUPTI is already in use in this process; nothing is left behind then.
+    /// Fails when libcupti is missing, another CUPTI client is attached (unless
+    /// [`CuptiConfig::fall_back_to_events`]: then zones are timed with CUDA events), profiling
+    /// is not permitted, or CUPTI is already in use in this process; nothing is left behind
+    /// then.
     pub fn with_config(cuda: CudaBackend, config: CuptiConfig) -> Result<Self, CuptiError> {
         super::library_present()?;
         if super::STARTED.load(std::sync::atomic::Ordering::Acquire) {
@@ -282,7 +252,12 @@ impl CuptiBackend {
                     // Safety: clearing the callback registered above; no tracer runs.
                     let _ = unsafe { sys::cuptiActivityRegisterTimestampCallback(None) };
                 }
-                return Err(e);
+                fall_back(e, &config)?;
+                log::warn!(
+                    target: "gpu_event_pool",
+                    "another CUPTI subscriber holds CUPTI: timing zones with CUDA events (CuptiConfig::fall_back_to_events)"
+                );
+                return Ok(Self { cuda, state: None });
             }
         };
         // Links of an earlier backend's zones: drop them.
@@ -298,7 +273,7 @@ impl CuptiBackend {
             clock,
         };
         state.measure_offset()?;
-        Ok(Self { cuda, state: Arc::new(state) })
+        Ok(Self { cuda, state: Some(Arc::new(state)) })
     }
 
     /// The CUDA backend beside it (context, streams, graphs, the spin kernel).
@@ -316,9 +291,10 @@ impl CuptiBackend {
         self.cuda.new_stream()
     }
 
-    /// How CUPTI's times reach the host clock.
-    pub fn clock_source(&self) -> ClockSource {
-        self.state.clock
+    /// How CUPTI's times reach the host clock; `None` when the backend fell back to CUDA
+    /// events ([`CuptiConfig::fall_back_to_events`]).
+    pub fn clock_source(&self) -> Option<ClockSource> {
+        self.state.as_ref().map(|state| state.clock)
     }
 }
 
@@ -352,7 +328,7 @@ impl ActivitySource for CuptiState {
         } else if why == ReadFor::Flush || !self.flusher.running() {
             activity::flush_all(0).map_err(call("cuptiActivityFlushAll")).map_err(failed)?;
         }
-        self.queue.read(&self.tracer, false);
+        self.queue.read(&*self.tracer, false);
         self.queue.take(&mut out.activities).map_err(failed)?;
         // Then the links: those of every record above, and more.
         while let Some(link) = LINKS.pop() {
@@ -394,26 +370,78 @@ impl Drop for CuptiState {
     }
 }
 
+/// The call a graph zone is refused with while CUPTI times zones.
+const NO_GRAPH_ZONES: &str = "cupti::add_graph_record_node";
+
 impl Backend for CuptiBackend {
-    /// No event: zones are timed by CUPTI's records.
-    type Event = ();
+    /// No event (`None`) while zones are timed by CUPTI's records; a CUDA event once the
+    /// backend fell back to them.
+    type Event = Option<TimingEvent>;
     type Stream = Arc<CudaStream>;
     type Graph = Graph;
     type GraphNode = GraphNode;
 
     const TIMING: Timing = Timing::Activities;
 
-    crate::backend::activity::no_events!("cupti");
-
     fn name(&self) -> &'static str {
         "cupti"
+    }
+    fn timing(&self) -> Timing {
+        if self.state.is_some() {
+            Timing::Activities
+        } else {
+            Timing::Events
+        }
+    }
+    fn create_event(&self) -> Result<Option<TimingEvent>, BackendError> {
+        match self.state {
+            Some(_) => Ok(None),
+            None => self.cuda.create_event().map(Some),
+        }
+    }
+    fn record(&self, event: &Option<TimingEvent>, stream: &Arc<CudaStream>) -> Result<(), BackendError> {
+        match event {
+            Some(event) => self.cuda.record(event, stream),
+            None => Ok(()),
+        }
+    }
+    fn add_graph_record_node(
+        &self,
+        event: &Option<TimingEvent>,
+        graph: &Graph,
+        dependencies: &[GraphNode],
+    ) -> Result<GraphNode, BackendError> {
+        match event {
+            Some(event) => self.cuda.add_graph_record_node(event, graph, dependencies),
+            None => Err(BackendError::new(NO_GRAPH_ZONES, "graph zones are not timed by activity records")),
+        }
+    }
+    fn is_complete(&self, event: &Option<TimingEvent>) -> Result<bool, BackendError> {
+        event.as_ref().map_or(Ok(true), |event| self.cuda.is_complete(event))
+    }
+    fn wait(&self, event: &Option<TimingEvent>) -> Result<(), BackendError> {
+        event.as_ref().map_or(Ok(()), |event| self.cuda.wait(event))
+    }
+    fn elapsed_ms(
+        &self,
+        start: &Option<TimingEvent>,
+        end: &Option<TimingEvent>,
+    ) -> Result<Option<f32>, BackendError> {
+        match (start, end) {
+            (Some(start), Some(end)) => self.cuda.elapsed_ms(start, end),
+            _ => Ok(Some(0.0)),
+        }
     }
     fn create_stream(&self) -> Result<Arc<CudaStream>, BackendError> {
         self.cuda.new_stream()
     }
     /// CUPTI's ids of the stream's context and of the stream: the lane of its work's records
-    /// (`u64::MAX` when CUPTI cannot name it: its zones then have no work of their own).
+    /// (`u64::MAX` when CUPTI cannot name it: its zones then have no work of their own). The
+    /// CUDA backend's key once it fell back to CUDA events.
     fn stream_key(&self, stream: &Arc<CudaStream>) -> u64 {
+        if self.state.is_none() {
+            return self.cuda.stream_key(stream);
+        }
         let (mut context, mut id) = (0, 0);
         // Safety: the context and stream are live (borrowed); the ids are valid out-pointers.
         let named = unsafe {
@@ -436,7 +464,7 @@ impl Backend for CuptiBackend {
         Some(origin())
     }
     fn activity_source(&self) -> Option<&dyn ActivitySource> {
-        Some(&*self.state)
+        self.state.as_deref().map(|state| state as &dyn ActivitySource)
     }
 }
 

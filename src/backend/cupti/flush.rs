@@ -45,7 +45,7 @@ impl RecordQueue {
 
     /// Reads every buffer CUPTI completed into one batch, unless `bounded` and the queue is
     /// full.
-    pub(super) fn read(&self, tracer: &ActivityTracer, bounded: bool) {
+    pub(super) fn read(&self, tracer: &impl Drain, bounded: bool) {
         let Some(mut reading) = self.handoff.begin_read(bounded) else { return };
         let offset = self.offset_ns.load(Relaxed);
         let mut batch = Vec::new();
@@ -81,6 +81,19 @@ impl RecordQueue {
     /// Records delivered without times so far.
     pub(super) fn incomplete(&self) -> u64 {
         self.incomplete.load(Relaxed)
+    }
+}
+
+/// Where [`RecordQueue::read`] takes its records from: CUPTI's completed buffers (the tracer),
+/// or a stand-in in the loom model of the hand-off (`loom-tests/cupti_flush.rs`).
+pub(super) trait Drain {
+    /// Calls `f` with every completed record, oldest first; returns how many.
+    fn drain(&self, f: impl FnMut(ActivityRecord)) -> Result<usize, CuptiError>;
+}
+
+impl Drain for ActivityTracer {
+    fn drain(&self, f: impl FnMut(ActivityRecord)) -> Result<usize, CuptiError> {
+        ActivityTracer::drain(self, f)
     }
 }
 
@@ -155,7 +168,7 @@ impl Flusher {
                     // A failure here leaves the buffers with CUPTI: the last read forces them
                     // out.
                     let _ = activity::flush_all(0);
-                    queue.read(&tracer, true);
+                    queue.read(&*tracer, true);
                 }
             })
             .ok();
@@ -179,6 +192,12 @@ impl Drop for Flusher {
         }
     }
 }
+
+/// The loom model of the hand-off between the flush thread's read and a collector's
+/// (`loom-tests/cupti_flush.rs`): built into the crate, since `RecordQueue` is private.
+#[cfg(all(test, gpu_event_pool_loom))]
+#[path = "../../../loom-tests/cupti_flush.rs"]
+mod loom_flush;
 
 #[cfg(test)]
 mod tests {

@@ -50,11 +50,13 @@
 
 mod backend;
 mod buffers;
+mod config;
 mod demangle;
 mod flush;
 mod record;
 
-pub use backend::{host_now_ns, ClockSource, CuptiBackend, CuptiConfig};
+pub use backend::{host_now_ns, ClockSource, CuptiBackend};
+pub use config::CuptiConfig;
 pub use record::{ActivityKind, ActivityRecord};
 
 use crate::backend::activity::CallbackGate;
@@ -73,9 +75,16 @@ pub enum CuptiError {
         /// The names tried, comma-separated.
         tried: String,
     },
-    /// Another CUPTI client (a profiler such as Nsight Systems, or another library) holds
-    /// CUPTI: `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`.
-    #[error("{call}: another CUPTI subscriber (a profiler?) is attached to this process")]
+    /// Another CUPTI client (a profiler such as Nsight Systems, PyTorch's Kineto, or another
+    /// library) holds CUPTI: `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`. CUPTI takes
+    /// one subscriber per process. To trace under such a tool, time zones with CUDA events:
+    /// `CuptiConfig { fall_back_to_events: true, ..Default::default() }` (the same
+    /// `CuptiBackend` type), or a `CudaBackend`.
+    #[error(
+        "{call}: another CUPTI subscriber (Nsight Systems, Kineto, a profiler?) holds CUPTI in this \
+         process; to time zones with CUDA events instead, set CuptiConfig::fall_back_to_events \
+         (or use CudaBackend)"
+    )]
     OtherSubscriber {
         /// The call that reported it.
         call: &'static str,
@@ -162,7 +171,14 @@ struct Shared {
 /// The running tracer's `Shared`, closed when none runs. CUPTI's buffer callbacks carry no
 /// user pointer, so this is how they find it; the tracer's drop closes it and waits for the
 /// callbacks inside before freeing.
+#[cfg(not(gpu_event_pool_loom))]
 static ACTIVE: CallbackGate<Shared> = CallbackGate::new();
+// Under loom (whose atomics are not `const`), made at first use: only the CUPTI models built
+// into the crate are run there, and they do not start a tracer.
+#[cfg(gpu_event_pool_loom)]
+loom::lazy_static! {
+    static ref ACTIVE: CallbackGate<Shared> = CallbackGate::new();
+}
 /// Set from `start` until the tracer is dropped (or `start` fails).
 static STARTED: AtomicBool = AtomicBool::new(false);
 
@@ -500,5 +516,18 @@ mod tests {
             error(R::CUPTI_ERROR_NOT_INITIALIZED).to_string(),
             "cuptiActivityEnable failed: CUPTI_ERROR_NOT_INITIALIZED"
         );
+    }
+
+    /// CUPTI held by another tool (Nsight Systems, Kineto): the error says so and names the
+    /// one-line way to trace anyway.
+    #[test]
+    fn another_subscriber_says_how_to_fall_back_to_cuda_events() {
+        let message = CuptiError::from_result(
+            "cuptiSubscribe",
+            cupti::CuptiError(R::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED),
+        )
+        .to_string();
+        assert!(message.starts_with("cuptiSubscribe: another CUPTI subscriber"), "{message}");
+        assert!(message.contains("CuptiConfig::fall_back_to_events"), "{message}");
     }
 }

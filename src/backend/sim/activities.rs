@@ -155,6 +155,10 @@ impl SimActivities {
 }
 
 impl ActivitySource for SimSource {
+    /// The simulation's records are its own clock's: exact.
+    fn host_time_bound(&self) -> u64 {
+        0
+    }
     fn read(&self, why: ReadFor, out: &mut ActivityBatch) -> Result<(), BackendError> {
         let force = why == ReadFor::Final;
         let now = self.sim.now();

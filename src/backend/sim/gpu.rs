@@ -74,6 +74,15 @@ struct EventState {
     generation: AtomicU64,
 }
 
+impl SimEvent {
+    /// The simulated time at which the GPU reaches this event as last recorded (it may be
+    /// later than now: the event is then not complete yet); `None` for an event added to a
+    /// graph that has not run. What a test compares the collector's times with.
+    pub fn reached_at(&self) -> Option<i64> {
+        Some(self.state.stamp.load(Ordering::Acquire)).filter(|&t| t != NOT_RECORDED)
+    }
+}
+
 impl EventState {
     fn rebind(&self, stamp: i64) -> u64 {
         self.stamp.store(stamp, Ordering::Release);

@@ -1,15 +1,16 @@
 //! The backend itself: [`WgpuBackend`] and its [`Backend`] implementation over the device's
 //! queries, the encoders and the readbacks.
 
-use super::encoder::WgpuEncoder;
-use super::errors::{LOST, WAIT_TIMEOUT};
+use super::errors::{FOREIGN_EVENT, LOST, WAIT_TIMEOUT};
 use super::event::{Reading, TimestampEvent};
+use super::frames::{FrameLog, WgpuFrames};
 use super::queries::Timestamps;
 use super::queue::{WgpuQueue, CLOCK_LANE};
-use super::readback::Queries;
+use super::readback::{Owner, Queries};
+use super::stream::{write_on_encoder, Site, WgpuStream};
 use crate::backend::ticks::TickScale;
 use crate::backend::{Backend, BackendError, Elapsed, Mark, Placement};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// What a backend and its clones share.
@@ -21,6 +22,8 @@ struct Shared {
     /// The host clock's origin.
     origin: Instant,
     wait_timeout: Duration,
+    /// The frames' record of the lists, once a `WgpuFrames` is made for the backend.
+    frames: OnceLock<Arc<FrameLog>>,
 }
 
 /// wgpu on one device and its queue. Cheap to clone: clones share the queries, the readbacks
@@ -60,14 +63,15 @@ impl WgpuBackend {
                 scale,
                 origin: Instant::now(),
                 wait_timeout: Duration::from_secs(10),
+                frames: OnceLock::new(),
             }),
             debug_groups: false,
         })
     }
 
-    /// Whether zones begun through `EventList::scope`, `compute_pass` and `render_pass` push a
-    /// debug group named after the zone, and name their passes after it (markers for
-    /// RenderDoc, PIX, Xcode): off by default. Encoders made after this call have it.
+    /// Whether a `WgpuList`'s scopes push a debug group named after their zone, and name
+    /// their passes after it (markers for RenderDoc, PIX, Xcode): off by default. Lists made
+    /// after this call have it.
     pub fn with_debug_groups(mut self, on: bool) -> Self {
         self.debug_groups = on;
         self
@@ -83,18 +87,39 @@ impl WgpuBackend {
         self.shared.queue.clone()
     }
 
-    /// A new command encoder for `lane` whose zones are timed.
-    pub fn encoder(&self, lane: &WgpuQueue, label: Option<&str>) -> WgpuEncoder {
-        let encoder =
-            self.shared.queries.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label });
-        WgpuEncoder::new(Arc::clone(&self.shared.queries), lane.lane_key(), Some(encoder), self.debug_groups)
+    /// Whether debug groups are on ([`with_debug_groups`](Self::with_debug_groups)).
+    pub fn debug_groups(&self) -> bool {
+        self.debug_groups
     }
 
-    /// How long a finished encoder's timestamps may take to come back before they are let go:
-    /// its lists then fail (their zones dropped and counted, the lane moves on) and the
-    /// readback is counted in [`readbacks_dropped`](Self::readbacks_dropped). Default 2 s.
-    pub fn set_readback_limit(&self, limit: Duration) {
-        self.shared.queries.set_readback_limit(limit);
+    /// A new stream on `lane`: the queries of one list (`TracingContext::wgpu_list`).
+    pub(crate) fn stream(&self, lane: &WgpuQueue) -> WgpuStream {
+        WgpuStream::new(Arc::clone(&self.shared.queries), lane.lane_key(), Owner::Application)
+    }
+
+    /// Every finished frame's scopes as a tree, untimed scopes kept ([`WgpuFrames`]): from now
+    /// on the backend's `WgpuList`s keep their scopes' shape (each scope's location, depth and
+    /// thread, pushed on a vector of the list: not measured by the benches, which keep no
+    /// frames). Call it before building the context and hand
+    /// [`WgpuFrames::sink`] to the builder; every call (on the backend or a clone) reads the
+    /// same frames.
+    pub fn keep_frames(&self) -> WgpuFrames {
+        WgpuFrames::new(Arc::clone(self.shared.frames.get_or_init(Default::default)))
+    }
+
+    /// The frames' record of the lists, if [`keep_frames`](Self::keep_frames) was called.
+    pub(crate) fn frame_log(&self) -> Option<&Arc<FrameLog>> {
+        self.shared.frames.get()
+    }
+
+    /// How long resolved timestamps may take to come back before they are let go: their
+    /// lists then fail (their zones dropped and counted, the lane moves on) and the readback
+    /// is counted in [`readbacks_dropped`](Self::readbacks_dropped). Default 2 s. Refuses
+    /// zero (code [`ZERO_READBACK_LIMIT`](super::ZERO_READBACK_LIMIT)), which would let every
+    /// readback go. The collector's own anchors are never let go
+    /// ([`anchors_late`](Self::anchors_late)).
+    pub fn set_readback_limit(&self, limit: Duration) -> Result<(), BackendError> {
+        self.shared.queries.set_readback_limit(limit)
     }
 
     /// The readback limit ([`set_readback_limit`](Self::set_readback_limit)).
@@ -112,6 +137,12 @@ impl WgpuBackend {
     /// Readbacks let go after the readback limit.
     pub fn readbacks_dropped(&self) -> u64 {
         self.shared.queries.readbacks_dropped()
+    }
+
+    /// The collector's own anchor readbacks that took longer than the readback limit: waited
+    /// for all the same (the backend submitted them), and never reported as a loss.
+    pub fn anchors_late(&self) -> u64 {
+        self.shared.queries.anchors_late()
     }
 
     /// Query chunks made so far (of 128 queries each: the query pool grows on demand).
@@ -141,7 +172,7 @@ impl WgpuBackend {
 
 impl Backend for WgpuBackend {
     type Event = TimestampEvent;
-    type Stream = WgpuEncoder;
+    type Stream = WgpuStream;
     type Graph = std::convert::Infallible;
     type GraphNode = std::convert::Infallible;
 
@@ -152,16 +183,16 @@ impl Backend for WgpuBackend {
     }
 
     fn create_event(&self) -> Result<TimestampEvent, BackendError> {
-        Ok(TimestampEvent::new())
+        Ok(self.shared.queries.cells.event())
     }
 
     /// The backend's clock stream, for the collector's anchors (it records into no encoder of
     /// the application's).
-    fn create_stream(&self) -> Result<WgpuEncoder, BackendError> {
-        Ok(WgpuEncoder::new(Arc::clone(&self.shared.queries), CLOCK_LANE, None, false))
+    fn create_stream(&self) -> Result<WgpuStream, BackendError> {
+        Ok(WgpuStream::new(Arc::clone(&self.shared.queries), CLOCK_LANE, Owner::Crate))
     }
 
-    fn stream_key(&self, stream: &WgpuEncoder) -> u64 {
+    fn stream_key(&self, stream: &WgpuStream) -> u64 {
         stream.lane_key()
     }
 
@@ -169,7 +200,8 @@ impl Backend for WgpuBackend {
         match *graph {}
     }
 
-    fn record(&self, event: &TimestampEvent, stream: &WgpuEncoder) -> Result<(), BackendError> {
+    #[inline]
+    fn record(&self, event: &TimestampEvent, stream: &WgpuStream) -> Result<(), BackendError> {
         if stream.is_clock() {
             return self.record_anchor(event, stream).map(drop);
         }
@@ -180,7 +212,7 @@ impl Backend for WgpuBackend {
     fn record_mark(
         &self,
         event: &TimestampEvent,
-        stream: &WgpuEncoder,
+        stream: &WgpuStream,
         _mark: Mark,
     ) -> Result<(), BackendError> {
         self.record(event, stream)
@@ -191,21 +223,27 @@ impl Backend for WgpuBackend {
     fn record_anchor(
         &self,
         event: &TimestampEvent,
-        _stream: &WgpuEncoder,
+        _stream: &WgpuStream,
     ) -> Result<Option<i64>, BackendError> {
         let queries = &self.shared.queries;
+        if !queries.cells.owns(event) {
+            // A chunk keeps only a pointer to an event's cell, valid while its arena lives.
+            return Err(BackendError::new("wgpu anchor", FOREIGN_EVENT));
+        }
         if !queries.timestamps.query {
             // Nothing is timed on this device: the anchor only has to exist.
             queries.stamp_now(event, self.host_now_ns().max(0) as u64);
             return Ok(None);
         }
-        let encoder = queries
+        let anchor = WgpuStream::new(Arc::clone(queries), CLOCK_LANE, Owner::Crate);
+        anchor.expect(Site::Encoder);
+        anchor.record(event)?;
+        let mut encoder = queries
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("gpu-event-pool anchor") });
-        let anchor = WgpuEncoder::new(Arc::clone(queries), CLOCK_LANE, Some(encoder), false);
-        anchor.record(event)?;
-        let command_buffer = anchor.finish()?;
-        self.shared.queue.queue().submit([command_buffer]);
+        anchor.write_taken(|set, query| write_on_encoder(&mut encoder, queries.timestamps, set, query));
+        anchor.resolve(&mut encoder);
+        self.shared.queue.queue().submit([encoder.finish()]);
         Ok(None)
     }
 

@@ -4,7 +4,7 @@
 //! | [`Backend`] call | wgpu                                                                  |
 //! | ---------------- | --------------------------------------------------------------------- |
 //! | `create_event`   | a [`TimestampEvent`]: a cell the event's ticks are stamped into (no query of its own) |
-//! | `record_mark`    | the next query of the encoder's current chunk (a query set of 128, from the pool, grown on demand), written with `CommandEncoder::write_timestamp`, the open pass's `write_timestamp`, or a pass's `timestamp_writes` ([`WgpuEncoder`]) |
+//! | `record_mark`    | the next query of the stream's current chunk (a query set of 128, from the pool, grown on demand); its owner, a `WgpuList`, writes it with `CommandEncoder::write_timestamp`, a pass's `write_timestamp`, or a pass's `timestamp_writes` ([`WgpuStream`]) |
 //! | `record_anchor`  | a one-timestamp submission to the queue                               |
 //! | `elapsed`        | the two events' stamped ticks, exact nanoseconds (`Queue::get_timestamp_period`), or `None` while a readback is pending |
 //! | `is_complete`    | stamped, after a pump                                                 |
@@ -13,14 +13,16 @@
 //!
 //! # Readback: never waiting
 //!
-//! [`WgpuEncoder::finish`] resolves each chunk it used (`resolve_query_set` of its used
+//! `WgpuList::resolve` resolves each chunk its stream used (`resolve_query_set` of its used
 //! queries, a copy to a mappable buffer) and asks wgpu to map that buffer once the command
 //! buffer is submitted (`map_buffer_on_submit`); the chunk's ticket goes on a lock-free
 //! queue. Collectors pump: `device.poll(PollType::Poll)` (never `Wait`), then each mapped
 //! chunk's ticks are stamped into its events and the chunk goes back to the pool. A readback
-//! that never comes (encoder dropped, command buffer dropped unsubmitted, mapping failed,
-//! held past [`WgpuBackend::set_readback_limit`]) stamps its events lost: their lists fail,
-//! counted, and their lanes move on.
+//! that never comes (list dropped unresolved, command buffer dropped unsubmitted, mapping
+//! failed, held past [`WgpuBackend::set_readback_limit`]) stamps its events lost: their lists
+//! fail, counted, and their lanes move on. The collector's own anchors are never let go: the
+//! backend submits them itself, so they come; one past the limit is counted
+//! ([`WgpuBackend::anchors_late`]), never reported as the application's loss.
 //!
 //! # Order: submission
 //!
@@ -38,21 +40,29 @@ pub use ::wgpu;
 // The folder, each file importing only those listed before it: `errors.rs` (the codes) and
 // `event.rs` (the events and their stamps) are leaves; `queries.rs` the query chunks and the
 // device's timestamp features; `readback.rs` the pool of chunks, their tickets and the pump;
-// `queue.rs` lanes; `encoder.rs` the stream; `backend.rs` the `WgpuBackend`. It never touches
-// slots, lists or the collector: the scoped passes and `queue_submit` need lists and the
-// context, so they live above, in `context/wgpu.rs`.
+// `queue.rs` lanes; `stream.rs` the stream (a list's queries); `frames.rs` the lists' scopes
+// and their frames (a list's readbacks say whether its times come); `backend.rs` the
+// `WgpuBackend`. It never touches slots, lists or the collector: the lists and their scopes,
+// `queue_submit` and the frames need lists and the context, so they live above, in
+// `context/wgpu/`.
 mod backend;
-mod encoder;
 mod errors;
 mod event;
+mod frames;
 mod queries;
 mod queue;
 mod readback;
+mod stream;
 
 pub use backend::WgpuBackend;
-pub(crate) use encoder::OpenPass;
-pub use encoder::WgpuEncoder;
-pub use errors::{BUSY, FINISHED, LOST, NO_PASS, NO_PASS_TIMESTAMPS, NO_TIMESTAMPS, PASS_OPEN, WAIT_TIMEOUT};
+pub use errors::{
+    FOREIGN_EVENT, LOST, NO_PASS_TIMESTAMPS, NO_SITE, NO_TIMESTAMPS, PASS_OPEN, WAIT_TIMEOUT,
+    ZERO_READBACK_LIMIT,
+};
 pub use event::TimestampEvent;
+pub(crate) use frames::{FrameLog, ScopeShape};
+pub use frames::{FrameResult, ScopeResult, WgpuFrames, WgpuFramesSink};
 pub use queries::Timestamps;
 pub use queue::WgpuQueue;
+pub use stream::WgpuStream;
+pub(crate) use stream::{write_on_encoder, Query, Site};

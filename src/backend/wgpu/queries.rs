@@ -1,7 +1,7 @@
 //! Query chunks: a timestamp query set with the two buffers its results pass through on the
 //! way to the host, and the queries an encoder took from it.
 
-use super::event::TimestampEvent;
+use super::event::{CellRef, TimestampEvent};
 
 /// Queries of one chunk. An encoder takes a chunk at its first timestamp and another each
 /// time one fills up; every chunk is resolved with one command when the encoder finishes.
@@ -19,7 +19,8 @@ pub struct Timestamps {
     /// `Features::TIMESTAMP_QUERY_INSIDE_ENCODERS`: `CommandEncoder::write_timestamp`.
     pub inside_encoders: bool,
     /// `Features::TIMESTAMP_QUERY_INSIDE_PASSES`: `ComputePass::write_timestamp` and
-    /// `RenderPass::write_timestamp`, for zones inside a pass.
+    /// `RenderPass::write_timestamp`, for zones inside a pass. wgpu asks for this feature
+    /// alone there, not for `TIMESTAMP_QUERY_INSIDE_ENCODERS` too.
     pub inside_passes: bool,
 }
 
@@ -27,12 +28,10 @@ impl Timestamps {
     /// What a device with `features` offers.
     pub fn of(features: wgpu::Features) -> Self {
         let query = features.contains(wgpu::Features::TIMESTAMP_QUERY);
-        let inside_encoders = query && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
         Self {
             query,
-            inside_encoders,
-            inside_passes: inside_encoders
-                && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+            inside_encoders: query && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+            inside_passes: query && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
         }
     }
 }
@@ -47,9 +46,10 @@ pub(super) struct QueryChunk {
     pub(super) set: wgpu::QuerySet,
     resolve: wgpu::Buffer,
     pub(super) readback: wgpu::Buffer,
-    /// By query: the event and the generation it was armed with; `None` for a query written
-    /// with no event (a pass's end whose zone end was not recorded).
-    pub(super) entries: Vec<Option<(TimestampEvent, u64)>>,
+    /// By query: the event's cell and the generation it was armed with; `None` for a query
+    /// written with no event (a pass's end whose zone end was not recorded). Every cell is of
+    /// the arena of the `Queries` the chunk belongs to (`WgpuStream::record` checks).
+    pub(super) entries: Vec<Option<(CellRef, u64)>>,
 }
 
 impl QueryChunk {
@@ -97,7 +97,7 @@ impl QueryChunk {
     pub(super) fn push(&mut self, event: &TimestampEvent) -> u32 {
         debug_assert!(self.room() > 0);
         let query = self.used();
-        self.entries.push(Some((event.clone(), event.arm())));
+        self.entries.push(Some(event.arm()));
         query
     }
 
@@ -111,7 +111,7 @@ impl QueryChunk {
 
     /// Gives the reserved `query` to a new record of `event`.
     pub(super) fn assign(&mut self, query: u32, event: &TimestampEvent) {
-        self.entries[query as usize] = Some((event.clone(), event.arm()));
+        self.entries[query as usize] = Some(event.arm());
     }
 
     /// Records the resolve of the used queries and their copy into the readback buffer,

@@ -16,10 +16,12 @@
 //! are lock-free queues); the pump's lock is taken with `try_lock` by collectors, so a second
 //! collector skips it.
 
-use super::event::{StampLock, TimestampEvent};
+use super::errors::ZERO_READBACK_LIMIT;
+use super::event::{EventCells, StampLock, TimestampEvent};
 use super::queries::{QueryChunk, Timestamps};
+use crate::backend::BackendError;
 use crossbeam_queue::SegQueue;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -33,11 +35,25 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Whose readback a ticket is: the application's (its lists' zones) or the crate's own (the
+/// collector's anchors, submitted by the backend itself at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Owner {
+    /// Let go at the readback limit: the application may never submit its command buffer.
+    Application,
+    /// Never let go: the backend submitted it, so it comes. One past the limit is counted
+    /// ([`Queries::anchors_late`]), never reported as a loss of the application's.
+    Crate,
+}
+
 /// A resolved chunk on its way back.
 #[derive(Debug)]
-struct Ticket {
+pub(super) struct Ticket {
     status: AtomicU8,
-    /// When its encoder finished: the readback limit counts from here.
+    owner: Owner,
+    /// Set once a crate-owned readback is counted late.
+    late: AtomicBool,
+    /// When its chunk was resolved: the readback limit counts from here.
     finished: Instant,
     /// Taken by the pump (a mutex only it and the ticket's maker touch, never contended on
     /// the recording path).
@@ -68,6 +84,8 @@ impl Drop for Notify {
 pub(super) struct Queries {
     pub(super) device: wgpu::Device,
     pub(super) timestamps: Timestamps,
+    /// The cells of the backend's events: every chunk's entries point into it.
+    pub(super) cells: Arc<EventCells>,
     free: SegQueue<QueryChunk>,
     outstanding: SegQueue<Arc<Ticket>>,
     /// The pump's tickets; its lock is the stamp lock.
@@ -76,20 +94,29 @@ pub(super) struct Queries {
     chunks_made: AtomicU64,
     untimed: AtomicU64,
     readbacks_dropped: AtomicU64,
+    anchors_late: AtomicU64,
 }
+
+/// The readback limit unless [`Queries::set_readback_limit`] says otherwise: 2 s, about 100
+/// frames at 60 Hz and far beyond any device's submission latency (milliseconds), so that a
+/// readback let go is one that is not coming (a command buffer never submitted), not a slow
+/// one.
+const DEFAULT_READBACK_LIMIT_NS: u64 = 2_000_000_000;
 
 impl Queries {
     pub(super) fn new(device: &wgpu::Device, timestamps: Timestamps) -> Self {
         Self {
             device: device.clone(),
             timestamps,
+            cells: Arc::default(),
             free: SegQueue::new(),
             outstanding: SegQueue::new(),
             pump: Mutex::new(Vec::new()),
-            readback_limit_ns: AtomicU64::new(2_000_000_000),
+            readback_limit_ns: AtomicU64::new(DEFAULT_READBACK_LIMIT_NS),
             chunks_made: AtomicU64::new(0),
             untimed: AtomicU64::new(0),
             readbacks_dropped: AtomicU64::new(0),
+            anchors_late: AtomicU64::new(0),
         }
     }
 
@@ -101,22 +128,31 @@ impl Queries {
         })
     }
 
-    /// Records `chunk`'s resolve and readback into `encoder` and sends its ticket on its way;
-    /// an unused chunk goes straight back to the pool.
-    pub(super) fn resolve(&self, encoder: &mut wgpu::CommandEncoder, chunk: QueryChunk) {
+    /// Records `chunk`'s resolve and readback into `encoder` and sends its ticket on its way
+    /// (returned, for whoever follows the readback); an unused chunk goes straight back to
+    /// the pool.
+    pub(super) fn resolve(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        chunk: QueryChunk,
+        owner: Owner,
+    ) -> Option<Arc<Ticket>> {
         if chunk.used() == 0 {
             self.free.push(chunk);
-            return;
+            return None;
         }
         let ticket = Arc::new(Ticket {
             status: AtomicU8::new(PENDING),
+            owner,
+            late: AtomicBool::new(false),
             finished: Instant::now(),
             chunk: Mutex::new(None),
         });
         let notify = Notify(Arc::clone(&ticket));
         chunk.resolve_into(encoder, move |result| notify.done(result));
         *lock(&ticket.chunk) = Some(chunk);
-        self.outstanding.push(ticket);
+        self.outstanding.push(Arc::clone(&ticket));
+        Some(ticket)
     }
 
     /// A chunk whose queries will never be resolved (its encoder dropped unfinished): its
@@ -126,15 +162,21 @@ impl Queries {
             self.free.push(chunk);
             return;
         }
-        let ticket =
-            Ticket { status: AtomicU8::new(LOST), finished: Instant::now(), chunk: Mutex::new(Some(chunk)) };
+        let ticket = Ticket {
+            status: AtomicU8::new(LOST),
+            owner: Owner::Application,
+            late: AtomicBool::new(false),
+            finished: Instant::now(),
+            chunk: Mutex::new(Some(chunk)),
+        };
         self.outstanding.push(Arc::new(ticket));
     }
 
     /// Stamps `event` from the host (an anchor on a device without timestamps).
     pub(super) fn stamp_now(&self, event: &TimestampEvent, ticks: u64) {
         let _held = lock(&self.pump);
-        event.stamp(&StampLock::held(), event.arm(), Some(ticks));
+        let (_, generation) = event.arm();
+        event.stamp(&StampLock::held(), generation, Some(ticks));
     }
 
     /// Polls the device without waiting and stamps every event whose readback came, unless
@@ -162,14 +204,24 @@ impl Queries {
                 false
             }
             PENDING if ticket.finished.elapsed() < limit => true,
+            PENDING if ticket.owner == Owner::Crate => {
+                if !ticket.late.swap(true, Ordering::Relaxed) {
+                    self.anchors_late.fetch_add(1, Ordering::Relaxed);
+                }
+                true
+            }
             status => {
                 if status == PENDING {
+                    // Let go: a map callback that comes later finds the ticket lost.
+                    let _ =
+                        ticket.status.compare_exchange(PENDING, LOST, Ordering::Relaxed, Ordering::Relaxed);
                     self.readbacks_dropped.fetch_add(1, Ordering::Relaxed);
                 }
                 // The chunk stays with its ticket (a late callback may still map it): only its
                 // events are let go.
                 if let Some(chunk) = lock(&ticket.chunk).as_mut() {
-                    lose(&held, chunk);
+                    // Safety: the chunk's cells are of `self.cells`, alive with `self`.
+                    unsafe { lose(&held, chunk) };
                 }
                 false
             }
@@ -183,22 +235,29 @@ impl Queries {
         match chunk.readback.get_mapped_range(0..bytes) {
             Ok(view) => {
                 for (entry, value) in chunk.entries.iter().zip(view.chunks_exact(8)) {
-                    if let Some((event, generation)) = entry {
+                    if let Some((cell, generation)) = *entry {
                         let ticks = u64::from_le_bytes(value.try_into().unwrap_or_default());
-                        event.stamp(held, *generation, Some(ticks));
+                        // Safety: the chunk's cells are of `self.cells`, alive with `self`.
+                        unsafe { cell.stamp(held, generation, Some(ticks)) };
                     }
                 }
             }
-            Err(_) => lose(held, &mut chunk),
+            // Safety: the chunk's cells are of `self.cells`, alive with `self`.
+            Err(_) => unsafe { lose(held, &mut chunk) },
         }
         chunk.readback.unmap();
         chunk.entries.clear();
         self.free.push(chunk);
     }
 
-    pub(super) fn set_readback_limit(&self, limit: Duration) {
+    /// Refuses a zero limit: it would let every readback go before it could come.
+    pub(super) fn set_readback_limit(&self, limit: Duration) -> Result<(), BackendError> {
+        if limit.is_zero() {
+            return Err(BackendError::new("WgpuBackend::set_readback_limit", ZERO_READBACK_LIMIT));
+        }
         let ns = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
         self.readback_limit_ns.store(ns, Ordering::Relaxed);
+        Ok(())
     }
 
     pub(super) fn readback_limit(&self) -> Duration {
@@ -217,14 +276,29 @@ impl Queries {
         self.readbacks_dropped.load(Ordering::Relaxed)
     }
 
+    pub(super) fn anchors_late(&self) -> u64 {
+        self.anchors_late.load(Ordering::Relaxed)
+    }
+
     pub(super) fn chunks_made(&self) -> u64 {
         self.chunks_made.load(Ordering::Relaxed)
     }
 }
 
 /// Stamps every event of `chunk` lost and forgets them.
-fn lose(held: &StampLock, chunk: &mut QueryChunk) {
-    for (event, generation) in chunk.entries.drain(..).flatten() {
-        event.stamp(held, generation, None);
+///
+/// # Safety
+/// The chunk's cells' arena is alive (the caller is its `Queries`).
+unsafe fn lose(held: &StampLock, chunk: &mut QueryChunk) {
+    for (cell, generation) in chunk.entries.drain(..).flatten() {
+        // Safety: the arena is alive (this function's contract).
+        unsafe { cell.stamp(held, generation, None) };
+    }
+}
+
+impl Ticket {
+    /// Whether its readback will never come (lost or let go).
+    pub(super) fn lost(&self) -> bool {
+        self.status.load(Ordering::Relaxed) == LOST
     }
 }

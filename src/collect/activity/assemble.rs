@@ -112,6 +112,9 @@ struct ListState {
     seen: i64,
     /// Its lane was released past it (reported once).
     reported: bool,
+    /// Zones whose work went out alone while the list was being recorded (the hold limit),
+    /// by position, with the span of that work: each zone still spans it when the list comes.
+    released: Vec<(u32, i64, i64)>,
 }
 
 #[derive(Debug)]
@@ -132,6 +135,15 @@ impl ListState {
             waiting: 0,
             seen,
             reported: false,
+            released: Vec::new(),
+        }
+    }
+
+    /// Work of its zone at `position`, from `begin` to `end`, went out alone.
+    fn release(&mut self, position: u32, begin: i64, end: i64) {
+        match self.released.iter_mut().find(|(at, _, _)| *at == position) {
+            Some((_, b, e)) => (*b, *e) = ((*b).min(begin), (*e).max(end)),
+            None => self.released.push((position, begin, end)),
         }
     }
 }
@@ -171,6 +183,12 @@ impl Assembler {
     /// Records held, and lists known but not emitted.
     pub(crate) fn pending(&self) -> (usize, usize) {
         (self.lanes.values().map(VecDeque::len).sum(), self.lists.len())
+    }
+
+    /// Launch links kept.
+    #[cfg(all(test, not(gpu_event_pool_loom)))]
+    pub(crate) fn links(&self) -> usize {
+        self.links.len()
     }
 
     /// Taken lists still waiting for a record of one of their launches.
@@ -347,8 +365,15 @@ impl Assembler {
     /// Emits the front of lane `key` alone, at depth 0.
     fn emit_alone(&mut self, key: u64, out: &mut Emitted) {
         let Some(work) = self.lanes.get_mut(&key).and_then(VecDeque::pop_front) else { return };
-        if let Some(list) = work.owner.and_then(|z| self.lists.get_mut(&z.list)) {
-            list.waiting -= 1;
+        if let Some(zone) = work.owner {
+            if let Some(list) = self.lists.get_mut(&zone.list) {
+                list.waiting -= 1;
+                if list.taken.is_none() {
+                    // Released past the hold limit while its list is being recorded: its zone
+                    // spans it when the list comes.
+                    list.release(zone.position, work.begin, work.end);
+                }
+            }
         }
         let zone = zone_at(self.base_host_ns, work.location, key, 0, work.begin, work.end);
         out.activities += 1;
@@ -383,6 +408,13 @@ impl Assembler {
                 let depth = taken.zones[index].depth + 1;
                 zones.push(zone_at(self.base_host_ns, work.location, key, depth, work.begin, work.end));
                 out.activities += 1;
+            }
+        }
+        // Work released alone while the list was being recorded is still its zone's.
+        for &(position, begin, end) in &list.released {
+            if let Ok(index) = taken.zones.binary_search_by_key(&position, |u| u.position) {
+                let span = spans[index].get_or_insert((begin, end));
+                *span = (span.0.min(begin), span.1.max(end));
             }
         }
         // Children after parents: fold spans upwards from the end.
@@ -445,13 +477,18 @@ impl Assembler {
         out.batches.push((list_id, zones));
     }
 
-    /// Forgets what can no longer wait: a taken list none of whose work waits on a lane is
-    /// emitted once complete or past the hold limit (its zones without work are counted
-    /// empty); a list still being recorded that the hold limit passed on with nothing waiting
-    /// is forgotten (its links with it). With `force`, every list.
+    /// What can no longer wait: a taken list none of whose work waits on a lane is emitted
+    /// once complete or past the hold limit (its zones without work are counted empty). A
+    /// list still being recorded is kept until it is taken (a list is taken when submitted or
+    /// dropped; one never taken holds slots of the pool for ever, which bounds them): while
+    /// none of its records waits on a lane, the links of its launches that had their record
+    /// go (that work went out alone, its spans kept for its zones; a later record of such a
+    /// launch, a graph's, goes out alone), and a list whose launches were all untied is
+    /// forgotten past the hold limit. With `force`, every list goes.
     fn sweep(&mut self, now: i64, hold: i64, force: bool, out: &mut Emitted) {
         let mut emit = Vec::new();
         let mut forget = Vec::new();
+        let mut prune = Vec::new();
         for (&id, list) in &self.lists {
             let over = |since: i64| now.saturating_sub(since) >= hold;
             match &list.taken {
@@ -460,7 +497,9 @@ impl Assembler {
                 {
                     emit.push((id, list.arrived >= list.launches));
                 }
-                None if force || (list.waiting == 0 && over(list.seen)) => forget.push(id),
+                None if force => forget.push(id),
+                None if list.launches == 0 && list.released.is_empty() && over(list.seen) => forget.push(id),
+                None if list.waiting == 0 && list.arrived > 0 => prune.push(id),
                 _ => {}
             }
         }
@@ -470,6 +509,25 @@ impl Assembler {
         }
         for id in forget {
             self.forget(id);
+        }
+        for id in prune {
+            self.prune(id);
+        }
+    }
+
+    /// Drops the links of list `id`'s launches that had their record (none of which waits).
+    fn prune(&mut self, id: u64) {
+        let Some(list) = self.lists.get_mut(&id) else { return };
+        let links = &self.links;
+        let arrived =
+            |c: &u64| links.get(c).and_then(|l| links.get(&l.head)).is_some_and(|head| head.arrived);
+        let (gone, kept): (Vec<u64>, Vec<u64>) = list.correlations.drain(..).partition(arrived);
+        list.correlations = kept;
+        list.launches -= list.arrived;
+        list.arrived = 0;
+        for correlation in gone {
+            self.links.remove(&correlation);
+            self.unarrived.remove(&correlation);
         }
     }
 }

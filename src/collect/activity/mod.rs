@@ -99,8 +99,15 @@ impl ActivityOrder {
                 }
             };
         }
-        let emitted = self.assembler.emit(now, hold, pass == Pass::Final);
-        for (list_id, zones) in &emitted.batches {
+        let mut emitted = self.assembler.emit(now, hold, pass == Pass::Final);
+        // The source's records are host times of its own making: their bound is its to say.
+        let bound =
+            guarded("ActivitySource::host_time_bound", || Ok(source.host_time_bound())).unwrap_or(u64::MAX);
+        for (list_id, zones) in &mut emitted.batches {
+            for zone in zones.iter_mut() {
+                (zone.host_begin_bound_ns, zone.host_end_bound_ns) = (bound, bound);
+            }
+            let zones = &zones[..];
             let delivered = phase.delivery.zones(ctx, ZoneBatch { list_id: *list_id, zones });
             phase.check(delivered);
             phase.report.zones += zones.len();

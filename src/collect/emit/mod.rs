@@ -4,14 +4,15 @@
 //! context's timeline (or placed here, when that read failed: `clock.rs`); hand the zones to
 //! the delivery (`deliver.rs`); release every emitted list's slots with one CAS.
 
-use super::clock::{Observation, Timeline};
+use super::bounds::Tent;
+use super::clock::{reads_bound, Observation, Timeline};
 use super::concurrent::ConcurrentLists;
 use super::deliver::{context_info, Phase};
-use super::mapping::HostClock;
+use super::mapping::{HostClock, ListReads, PointBound};
 use crate::backend::{guarded, Backend, BackendError, Lane};
 use crate::error::Error;
 use crate::launch::Launch;
-use crate::shared::lanes::{LaneSeq, ENTRIES};
+use crate::shared::lanes::LaneSeq;
 use crate::shared::record::{ListKind, ListRecord};
 use crate::shared::Inner;
 use crate::sink::{ContextInfo, Zone, ZoneBatch};
@@ -19,6 +20,7 @@ use crate::slots::freelist::{Chain, NIL};
 use crate::slots::head::ListHead;
 use crate::sync::{Arc, Ordering};
 use std::collections::{BTreeMap, HashMap};
+use unpassed::Unpassed;
 
 /// In `Emitter::waiting` and its heads, a place given up by a list dropped unsubmitted (no
 /// slot).
@@ -49,24 +51,30 @@ pub(crate) struct EventOrder<B: Backend> {
     /// Calibrations taken from the timeline, reused from phase to phase.
     news: Vec<Observation>,
     /// Per lane-table entry: the place of the next list to emit.
-    next_place: Vec<u64>,
+    next_place: EntryPlaces,
     /// Read lists waiting for an earlier list of their lane: entry -> place -> the list's
     /// head (the emitter owns the list), or `None` for a void place.
     waiting: HashMap<u32, BTreeMap<u64, Option<ListHead>>>,
     waiting_lists: usize,
     /// Per lane, the latest end emitted on it (the order guard, see `keep_lane_order`).
     lane_end: HashMap<Lane, LaneEnd>,
+    /// Discontinuities of the clock seen and not yet reported.
+    discontinuities: Vec<crate::sink::ClockDiscontinuity>,
     concurrent: ConcurrentLists,
     /// Per lane-table entry whose later lists wait for a place: that place, and since when
     /// (host ns) its holder has held it (the hold limit).
     stalled: HashMap<u32, Stall>,
     taken: Vec<ListHead>,
+    /// Failed lists' chains whose events the GPU has not passed yet (`unpassed.rs`).
+    unpassed: Unpassed,
 }
 
-/// The latest end emitted on a lane, and the bounds of the read that placed it.
+/// The latest end emitted on a lane (GPU time, and host time), and the bounds of the read
+/// that placed it.
 #[derive(Debug, Clone, Copy)]
 struct LaneEnd {
     end: i64,
+    host_end: Option<i64>,
     drift: i64,
     bound: i64,
 }
@@ -80,20 +88,23 @@ impl<B: Backend> EventOrder<B> {
         // The start-up calibrations set the clock; sinks hear of anchors taken from now on.
         let (mut clock, mut news) = (HostClock::new(), Vec::new());
         timeline.take_news(&mut news);
+        let mut discontinuities = Vec::new();
         for observation in news.drain(..) {
-            clock.calibrate(observation.at.gpu_ns, observation.at.host_ns, observation.observed_ns);
+            discontinuities.extend(clock.anchor(bound_of(&observation), observation.drift));
         }
         let order = Self {
             timeline: Arc::new(timeline),
             clock,
             news,
-            next_place: vec![0; ENTRIES],
+            next_place: EntryPlaces::default(),
             waiting: HashMap::new(),
             waiting_lists: 0,
             lane_end: HashMap::new(),
+            discontinuities,
             concurrent: ConcurrentLists::new(B::PLACEMENT),
             stalled: HashMap::new(),
             taken: Vec::new(),
+            unpassed: Unpassed::default(),
         };
         Ok((order, info))
     }
@@ -106,12 +117,21 @@ impl<B: Backend> EventOrder<B> {
         self.timeline.take_news(&mut self.news);
         let mut news = std::mem::take(&mut self.news);
         for observation in news.drain(..) {
-            let at = observation.at;
-            self.clock.calibrate(at.gpu_ns, at.host_ns, observation.observed_ns);
-            let calibrated = phase.delivery.calibrate(at);
+            self.discontinuities.extend(self.clock.anchor(bound_of(&observation), observation.drift));
+            let calibrated = phase.delivery.calibrate(observation.at);
             phase.check(calibrated);
         }
         self.news = news;
+        for discontinuity in self.discontinuities.drain(..) {
+            ctx.counters().clock_discontinuities.fetch_add(1, Ordering::Relaxed);
+            let delivered = phase.delivery.discontinuity(discontinuity);
+            phase.check(delivered);
+            phase.fail(Error::ClockDiscontinuity {
+                gpu_ns: discontinuity.gpu_ns,
+                host_ns: discontinuity.host_ns,
+                jump_ns: discontinuity.jump_ns,
+            });
+        }
         ctx.read().take_all(ctx.pool(), &mut self.taken);
         let mut touched = Vec::new();
         let mut release: Option<Chain> = None;
@@ -122,6 +142,7 @@ impl<B: Backend> EventOrder<B> {
             if seq.seq < self.next_place[seq.entry as usize] {
                 // Its lane moved on without it (the hold limit): emitted now, late.
                 ctx.counters().lists_late.fetch_add(1, Ordering::Relaxed);
+                ctx.lanes().settle(seq.entry, 1);
                 let (chain, failure) = self.emit_list(ctx, phase, head);
                 phase.check(failure);
                 append(ctx, &mut release, chain);
@@ -138,6 +159,8 @@ impl<B: Backend> EventOrder<B> {
             if void.seq >= self.next_place[void.entry as usize] {
                 self.waiting.entry(void.entry).or_default().insert(void.seq, None);
                 touched.push(void.entry);
+            } else {
+                ctx.lanes().settle(void.entry, 1);
             }
         }
         for held in self.release_held_lanes(ctx) {
@@ -165,6 +188,7 @@ impl<B: Backend> EventOrder<B> {
                 self.waiting.remove(&entry);
             }
             self.next_place[entry as usize] = place + 1;
+            ctx.lanes().settle(entry, 1);
             if let Some(head) = list {
                 self.waiting_lists -= 1;
                 let (chain, failure) = self.emit_list(ctx, phase, head);
@@ -177,6 +201,9 @@ impl<B: Backend> EventOrder<B> {
         }
         for concurrent in self.concurrent.take_reports() {
             phase.fail(concurrent);
+        }
+        for chain in self.unpassed.take_passed(ctx) {
+            append(ctx, &mut release, Some(chain));
         }
         // Submitted -> Free: every collected list in one CAS, its events retired first
         // (`Backend::retire`: Vulkan resets its queries here, off the recording path).
@@ -301,13 +328,14 @@ impl<B: Backend> EventOrder<B> {
     }
 
     /// Emits the list of `head` (a read list: its zones; a failed one: counted as dropped; a
-    /// void one: nothing), clears its records, and returns its chain for release.
+    /// void one: nothing), clears its records, and returns its chain for release (a failed
+    /// list's once the GPU has passed its events: `unpassed.rs`).
     fn emit_list(
         &mut self,
         ctx: &Inner<B>,
         phase: &mut Phase<'_>,
         mut head: ListHead,
-    ) -> (Chain, Option<Error>) {
+    ) -> (Option<Chain>, Option<Error>) {
         // The emitter owns every list it took from the read queue.
         let mut record = head.write(ctx.pool(), std::mem::take);
         let chain = Chain { first: head.first(), last: record.list_last, len: record.list_len };
@@ -327,7 +355,7 @@ impl<B: Backend> EventOrder<B> {
                 _ => discard_records(ctx, &mut record),
             };
             ctx.count_dropped(dropped);
-            return (chain, failure);
+            return (self.unpassed.release_when_passed(ctx, chain), failure);
         };
         let mut zones = std::mem::take(&mut record.zones);
         for zone in &mut zones {
@@ -335,63 +363,89 @@ impl<B: Backend> EventOrder<B> {
             zone.gpu_end_ns = zone.gpu_end_ns.saturating_add(base);
             zone.frame = record.list_frame;
         }
-        self.keep_lane_order(ctx, &mut zones, record.lane, drift, bound);
+        let shift = self.keep_lane_order(ctx, &mut zones, record.lane, drift, bound);
         self.concurrent.check(&ctx.counters().concurrent_lists, &record, &zones);
-        self.bound_the_offset(&record, &zones);
-        let first = zones.iter().map(|z| z.gpu_begin_ns).min().unwrap_or(0);
-        let last = zones.iter().map(|z| z.gpu_end_ns).max().unwrap_or(0);
-        match self.clock.flat_offset(first, last) {
-            // The usual case: one offset for the whole list (no correction under way).
-            Some(offset) => {
-                for zone in &mut zones {
-                    zone.host_begin_ns = zone.gpu_begin_ns.saturating_add(offset);
-                    zone.host_end_ns = zone.gpu_end_ns.saturating_add(offset);
-                }
-            }
-            None => {
-                for zone in &mut zones {
-                    zone.host_begin_ns = self.clock.host_time(zone.gpu_begin_ns);
-                    zone.host_end_ns = self.clock.host_time(zone.gpu_end_ns);
-                }
-            }
-        }
-        for zone in &mut zones {
-            // The GPU cannot begin before the host asked: a zone the mapping (fixed before
-            // this bound was known) put before its launch is drawn from its launch on.
-            // (Not before the launch's first nanosecond, where a trace's arrow leaves it.)
-            let floor = |l: &Launch| {
-                l.host_begin_ns.saturating_add(l.host_end_ns.saturating_sub(l.host_begin_ns).clamp(0, 1))
-            };
-            if let Some(floor) = zone.launch.as_ref().map(floor).filter(|&floor| floor > zone.host_begin_ns) {
-                zone.host_begin_ns = floor;
-                zone.host_end_ns = zone.host_end_ns.max(zone.host_begin_ns);
-                ctx.counters().zones_moved_to_launch.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        // How far its GPU times may be off those of its anchor: the placing read, the reads
+        // inside the list, and the order guard's shift (the anchor's own `drift` counts only
+        // as far as it differs from that of the bounds the list is placed with).
+        let rounding = bound.saturating_add(record.list_rounding_ns).saturating_add(shift);
+        self.place_on_host(ctx, &record, &mut zones, drift, rounding.max(0));
         let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
         if let Some(e) = phase.delivery.zones(ctx, batch) {
             failure.get_or_insert(e);
         }
         phase.report.zones += zones.len();
         ctx.zone_buffers().give_back(zones);
-        (chain, failure)
+        (Some(chain), failure)
     }
 
-    /// Tells the clock what the list says of the offset: the host time read before its first
-    /// event was recorded, and its tightest launch (the host time read before recording a
-    /// zone's begin), each a lower bound at that event's GPU time.
-    fn bound_the_offset(&mut self, record: &ListRecord, zones: &[Zone]) {
-        if let (Some(host), Some(first)) = (record.first_host_ns, zones.first()) {
-            self.clock.lower_bound(first.gpu_begin_ns, host);
+    /// Places the list's zones on the host clock (`mapping.rs`): one offset for the whole
+    /// list, given what its own reads say (the host time before its first record, its
+    /// launches, the host time after it was read), raised so that no zone begins before its
+    /// launch and the list does not begin on its home lane before the end of the list before
+    /// it there; each zone's begin and end get their bound, plus how far its GPU times may
+    /// be off (`rounding` from its anchor's, whose own is off by up to `drift`).
+    fn place_on_host(
+        &mut self,
+        ctx: &Inner<B>,
+        record: &ListRecord,
+        zones: &mut [Zone],
+        drift: i64,
+        rounding: i64,
+    ) {
+        if zones.is_empty() {
+            return;
         }
-        let tightest = zones
-            .iter()
-            .filter_map(|z| {
-                z.launch.map(|l| (l.host_begin_ns.saturating_sub(z.gpu_begin_ns), z.gpu_begin_ns))
-            })
-            .max();
-        if let Some((offset, gpu)) = tightest {
-            self.clock.lower_bound(gpu, gpu.saturating_add(offset));
+        let home = record.lane;
+        // One pass: the list's span, its home lane's earliest begin, and its best launch (every
+        // launch is a lower bound at its zone's begin: the best one goes to the clock, and the
+        // highest offset any of them asks for is a floor of the list's).
+        let (mut first, mut last, mut home_begin) = (i64::MAX, i64::MIN, i64::MAX);
+        let mut launch: Option<Tent> = None;
+        for z in zones.iter() {
+            (first, last) = (first.min(z.gpu_begin_ns), last.max(z.gpu_end_ns));
+            if z.lane == home {
+                home_begin = home_begin.min(z.gpu_begin_ns);
+            }
+            if let Some(l) = &z.launch {
+                let at = launch_floor(l).saturating_sub(z.gpu_begin_ns);
+                if launch.is_none_or(|best| at > best.at) {
+                    launch = Some(Tent { gpu: z.gpu_begin_ns, at });
+                }
+            }
+        }
+        let lane_floor = self
+            .lane_end
+            .get(&home)
+            .and_then(|lane| Some(lane.host_end?.saturating_sub(home_begin)))
+            .filter(|_| home_begin != i64::MAX);
+        let reads = ListReads {
+            first_host_ns: record.first_host_ns,
+            read_host_ns: record.read_host_ns,
+            uncertain: rounding,
+            drift,
+        };
+        let (placed, bound) = self.clock.place(first, last, reads, launch, launch.map(|t| t.at), lane_floor);
+        let rounding = placed.uncertain as u64;
+
+        if placed.alone {
+            ctx.counters().lists_placed_alone.fetch_add(1, Ordering::Relaxed);
+            // Its reads did not fit the clock: a fresh anchor says why (a discontinuity).
+            self.timeline.want_anchor();
+        }
+
+        let mut host_end = None;
+        for zone in zones.iter_mut() {
+            zone.host_begin_ns = zone.gpu_begin_ns.saturating_add(placed.offset);
+            zone.host_end_ns = zone.gpu_end_ns.saturating_add(placed.offset);
+            zone.host_begin_bound_ns = bound.at(zone.gpu_begin_ns).saturating_add(rounding);
+            zone.host_end_bound_ns = bound.at(zone.gpu_end_ns).saturating_add(rounding);
+            if zone.lane == home {
+                host_end = host_end.max(Some(zone.host_end_ns));
+            }
+        }
+        if let (Some(lane), Some(end)) = (self.lane_end.get_mut(&home), host_end) {
+            lane.host_end = lane.host_end.max(Some(end));
         }
     }
 
@@ -402,12 +456,21 @@ impl<B: Backend> EventOrder<B> {
     /// could overlap by up to the sum of their rounding bounds: the later list is then moved
     /// (whole, so its durations stay exact) and counted in `Stats::lists_shifted`. A larger
     /// overlap is real (two lists recorded interleaved on one stream) and is left alone.
-    fn keep_lane_order(&mut self, ctx: &Inner<B>, zones: &mut [Zone], home: Lane, drift: i64, bound: i64) {
+    /// Returns the shift (0 but in that case).
+    fn keep_lane_order(
+        &mut self,
+        ctx: &Inner<B>,
+        zones: &mut [Zone],
+        home: Lane,
+        drift: i64,
+        bound: i64,
+    ) -> i64 {
         let on_home = |z: &&Zone| z.lane == home;
         let Some(begin) = zones.iter().filter(on_home).map(|z| z.gpu_begin_ns).min() else {
-            return;
+            return 0;
         };
-        let last = self.lane_end.entry(home).or_insert(LaneEnd { end: i64::MIN, drift, bound: 0 });
+        let last =
+            self.lane_end.entry(home).or_insert(LaneEnd { end: i64::MIN, host_end: None, drift, bound: 0 });
         let overlap = last.end.saturating_sub(begin);
         let tolerance = (drift - last.drift).abs() + last.bound + bound;
         let mut shift = 0;
@@ -422,9 +485,44 @@ impl<B: Backend> EventOrder<B> {
         if let Some(end) = zones.iter().filter(on_home).map(|z| z.gpu_end_ns).max() {
             if end >= last.end {
                 // A shifted list is off from its reads by the shift: the next list may be too.
-                *last = LaneEnd { end, drift, bound: bound + shift };
+                *last = LaneEnd { end, host_end: last.host_end, drift, bound: bound + shift };
             }
         }
+        shift
+    }
+}
+
+/// The host time from which a launch's zone can be drawn: its record call's first
+/// nanosecond (where a trace's arrow leaves it), not before the host asked.
+fn launch_floor(launch: &Launch) -> i64 {
+    let call = launch.host_end_ns.saturating_sub(launch.host_begin_ns).clamp(0, 1);
+    launch.host_begin_ns.saturating_add(call)
+}
+
+/// What an anchor's observation says of the offset at its GPU time (`clock::reads_bound`);
+/// the mapping widens it by how far its drift is from its segment's.
+fn bound_of(observation: &Observation) -> PointBound {
+    reads_bound(observation.at.gpu_ns, observation.not_before_ns, observation.observed_ns)
+}
+
+/// Per lane-table entry, the place of the next list to emit: 0 for an entry not seen yet. It
+/// grows with the table (with the lanes in use at once).
+#[derive(Debug, Default)]
+struct EntryPlaces(Vec<u64>);
+
+impl std::ops::Index<usize> for EntryPlaces {
+    type Output = u64;
+    fn index(&self, entry: usize) -> &u64 {
+        self.0.get(entry).unwrap_or(&0)
+    }
+}
+
+impl std::ops::IndexMut<usize> for EntryPlaces {
+    fn index_mut(&mut self, entry: usize) -> &mut u64 {
+        if entry >= self.0.len() {
+            self.0.resize(entry + 1, 0);
+        }
+        &mut self.0[entry]
     }
 }
 
@@ -443,8 +541,9 @@ fn discard_records<B: Backend>(ctx: &Inner<B>, head: &mut ListRecord) -> usize {
     zones
 }
 
-/// Appends `list` to the chain of slots to release (linking the old tail to it).
-fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Chain) {
+/// Appends `list`, if any, to the chain of slots to release (linking the old tail to it).
+fn append<B: Backend>(ctx: &Inner<B>, release: &mut Option<Chain>, list: Option<Chain>) {
+    let Some(list) = list else { return };
     *release = Some(match release.take() {
         None => list,
         Some(chain) => chain.then(ctx.pool(), list),
@@ -466,3 +565,4 @@ fn retire_chain<B: Backend>(ctx: &Inner<B>, chain: &Chain) {
 
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests;
+mod unpassed;

@@ -4,7 +4,7 @@
 //! shared operations are refilling its small reservation of slots from the thread's
 //! magazine, whole segments at a time (a batch each), with one CAS on the freelist when the
 //! magazine is empty (and, when the pool is empty, its growth), and, once per list, taking
-//! and giving up its place on its lane (`shared/lanes.rs`: the lane's two locks). Its events are chained through the slots' links in recording order,
+//! and giving up its place on its lane (`shared/lanes/`: the lane's two locks). Its events are chained through the slots' links in recording order,
 //! followed by its reservation (`slots/runs.rs`: the chain goes back to the pool whole, in
 //! segments), and their records kept in the list's own buffer, in the same order, each
 //! naming its slot (`shared/record.rs`):
@@ -32,7 +32,7 @@ use step::Step;
 
 use super::error::RecordError;
 use super::ENABLED;
-use crate::backend::activity::{self, ZoneKey};
+use crate::backend::activity::{ZoneKey, ZoneThreads};
 use crate::backend::{Backend, BackendError, Lane, Placement, Timing};
 use crate::limits::MAX_DEPTH;
 use crate::location::{Location, Verbosity};
@@ -66,18 +66,26 @@ const UNSUPPORTED: &str = "not supported by a backend timed by activities";
 /// A list has one owner and may move between threads (`Send`). Dropping a list that was not
 /// submitted returns its slots to the pool and emits nothing.
 ///
-/// Recording a zone takes no lock: its event comes from the list's own reservation of slots,
-/// refilled from the thread's cache of free slots and a lock-free freelist behind it. A
-/// recording thread waits for another thread only when:
+/// Recording a zone takes no lock (but the stack of open zones of a backend timed by
+/// activities, below): its event comes from the list's own reservation of slots, refilled
+/// from the thread's cache of free slots and a lock-free freelist behind it. A recording
+/// thread waits for another thread only when:
 ///
 /// - the list records its first event on a stream: that event and the list's place in the
 ///   stream's order are one step under a lock of the stream, held for that backend call, so
 ///   a list starting on the same stream at the same moment waits for it (one list records on
-///   a stream at a time, so this is only seen between streams that share an entry of the
-///   context's table of streams, after about a thousand distinct streams and graphs);
+///   a stream at a time, so this is not seen in correct use). A list starting on another
+///   stream never waits for it, however many streams came and went; a stream the context's
+///   table of streams does not hold (new, or idle while others came) first takes an entry,
+///   under a lock it shares with the streams of its hash for a few instructions (or while a
+///   larger table is allocated);
 /// - the list first records, is submitted or is dropped: a second lock of its stream,
 ///   never held across a backend call, is taken for a few instructions (a drop also takes
-///   its thread's lock of places given up, which the collector empties);
+///   its thread's lock of places given up, which the collector empties). A backend timed
+///   by activities (CUPTI) takes neither lock: its lists take no place;
+/// - on a backend timed by activities, a zone's begin and end take a lock of the stack of
+///   zones open on the thread that began it (a few instructions), as does each launch there:
+///   a zone ended on another thread waits only for those;
 /// - a zone (or [`TracingContext::list`](crate::TracingContext::list), which reserves the
 ///   first zone's slots) needs slots while the pool is empty and another thread is growing
 ///   it: it waits until the page of events is made;
@@ -123,6 +131,9 @@ pub struct EventList<B: Backend> {
     first_host_ns: Option<i64>,
     /// The frame current when the list was made (its zones carry it).
     frame: Option<u64>,
+    /// On a backend timed by activities, the threads whose stacks of open zones hold this
+    /// list's zones (empty otherwise).
+    zone_threads: ZoneThreads,
     /// The NVTX range of each open zone on the stack (0: none).
     #[cfg(feature = "nvtx")]
     nvtx: [crate::nvtx::Token; MAX_DEPTH],
@@ -160,6 +171,7 @@ impl<B: Backend> EventList<B> {
             home: None,
             first_host_ns: None,
             frame,
+            zone_threads: ZoneThreads::default(),
             #[cfg(feature = "nvtx")]
             nvtx: [0; MAX_DEPTH],
         };
@@ -220,10 +232,13 @@ impl<B: Backend> EventList<B> {
     }
 
     /// Begins a zone on `stream`: records one event there, unless the location's level is
-    /// above the context's verbosity (then nothing is recorded and `Ok` is returned).
+    /// above the context's verbosity (then nothing is recorded and `Ok` is returned). (A
+    /// backend timed by activities records no event: the zone spans the work launched inside
+    /// it on this thread.)
     ///
-    /// The list's first event also takes the list's place in its stream's order, under a lock
-    /// of that stream held for the backend call: a list starting on the same stream at that
+    /// On a backend that places lists at their first record (CUDA, the simulation), the
+    /// list's first event also takes the list's place in its stream's order, under a lock of
+    /// that stream held for the backend call: a list starting on the same stream at that
     /// moment waits for it (see [`EventList`] for every wait of the recording calls).
     ///
     /// On an error the zone is still opened (as dropped), so the matching
@@ -324,7 +339,7 @@ impl<B: Backend> EventList<B> {
         call: &'static str,
     ) -> Result<Option<B::GraphNode>, RecordError> {
         let lane = Lane::Graph(self.ctx.backend().graph_key(graph));
-        let refused = B::TIMING == Timing::Activities;
+        let refused = self.ctx.backend().timing() == Timing::Activities;
         self.step(Step { lane, end, begin, call: ADD_NODE }, |b, e, _| {
             if refused {
                 return Err(BackendError::new(ADD_NODE, UNSUPPORTED));
@@ -377,6 +392,14 @@ impl<B: Backend> EventList<B> {
         self.ctx.enqueue(used, records, self.id, self.home.take(), self.first_host_ns, self.frame);
     }
 
+    /// Tells the collector that none of the list's work can have begun before host time
+    /// `host_ns` (read before the queue submission that carries its commands: a lower bound of
+    /// the clocks' offset at its earliest event), unless its first record already did.
+    #[cfg(any(feature = "vulkan", feature = "wgpu"))]
+    pub(crate) fn submitted_after(&mut self, host_ns: i64) {
+        self.first_host_ns.get_or_insert(host_ns);
+    }
+
     pub(crate) fn context(&self) -> &Arc<Inner<B>> {
         &self.ctx
     }
@@ -418,10 +441,10 @@ impl<B: Backend> Drop for EventList<B> {
         for token in self.nvtx[..self.depth].iter().rev() {
             crate::nvtx::pop(*token);
         }
-        if B::TIMING == Timing::Activities {
+        if self.ctx.backend().timing() == Timing::Activities {
             // Its open zones leave this thread's stack (launches here are no longer theirs),
             // and the collector hears of it: its launches' work goes out alone, at once.
-            activity::close_list(self.ctx.info().id, self.id);
+            self.zone_threads.close_list(self.ctx.info().id, self.id);
             if self.runs.used() > 0 {
                 self.discard();
                 return;

@@ -6,9 +6,7 @@
 //! line, by the general step.
 
 use super::{holder, EventList, DROPPED, RELIEFS, SKIPPED};
-use crate::backend::{
-    activity, create_event, guarded, host_now, Backend, BackendError, Lane, Mark, Placement, Timing,
-};
+use crate::backend::{create_event, guarded, host_now, Backend, BackendError, Lane, Mark, Placement, Timing};
 use crate::launch::{thread_number, Launch};
 use crate::limits::MAX_DEPTH;
 use crate::location::Location;
@@ -66,7 +64,7 @@ impl<B: Backend> EventList<B> {
     fn is_plain(&self, end: bool, begin: Option<&Location>) -> bool {
         // An activity source's zones also go on the thread's stack of open zones (a constant:
         // nothing is tested on an event backend).
-        if self.runs.used() == 0 || B::TIMING == Timing::Activities {
+        if self.runs.used() == 0 || self.ctx.backend().timing() == Timing::Activities {
             return false;
         }
         let (mut depth, mut reserved) = (self.depth, self.reserved);
@@ -169,9 +167,9 @@ impl<B: Backend> EventList<B> {
         if let Some(position) = ended {
             // The slot kept for this end is the one the event below takes.
             self.reserved -= 1;
-            if B::TIMING == Timing::Activities {
+            if self.ctx.backend().timing() == Timing::Activities {
                 // Launches made on this thread from now on are no longer its work.
-                activity::close_zone(self.zone_key(position));
+                self.zone_threads.close(self.zone_key(position));
             }
         }
 
@@ -218,9 +216,10 @@ impl<B: Backend> EventList<B> {
                     if begins {
                         opened = Some(event);
                         self.reserved += 1;
-                        if B::TIMING == Timing::Activities {
+                        if self.ctx.backend().timing() == Timing::Activities {
                             // Launches made on this thread from now on are its work.
-                            activity::open_zone(self.zone_key(event));
+                            let key = self.zone_key(event);
+                            self.zone_threads.open(key);
                         }
                     }
                 }
@@ -290,7 +289,9 @@ impl<B: Backend> EventList<B> {
             Ok((out, launch))
         };
         let first = self.runs.used() == 0;
-        let recorded = if first && B::PLACEMENT == Placement::FirstRecord {
+        // An activity source orders lists by their work's records: they take no place.
+        let takes_place = B::PLACEMENT == Placement::FirstRecord && ctx.backend().timing() == Timing::Events;
+        let recorded = if first && takes_place {
             record_first(ctx, self.id, lane, begins.as_ref(), event).map(|(home, started, out)| {
                 self.home = Some(home);
                 self.first_host_ns = Some(started);

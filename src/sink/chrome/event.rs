@@ -107,6 +107,8 @@ pub(super) fn complete_event(out: &mut Vec<u8>, texts: &mut LocationTexts, place
     write_field(out, b",\"depth\":", zone.depth);
     write_field(out, b",\"gpu_begin_ns\":", zone.gpu_begin_ns);
     write_field(out, b",\"gpu_end_ns\":", zone.gpu_end_ns);
+    write_bound(out, b",\"bound_begin_ns\":", zone.host_begin_bound_ns);
+    write_bound(out, b",\"bound_end_ns\":", zone.host_end_bound_ns);
     if let Some(frame) = zone.frame {
         write_field(out, b",\"frame\":", frame);
     }
@@ -120,8 +122,19 @@ pub(super) fn complete_event(out: &mut Vec<u8>, texts: &mut LocationTexts, place
     out.extend_from_slice(b"}}");
 }
 
+/// A host-time bound as an argument: `null` when nothing bounds it.
+fn write_bound(out: &mut Vec<u8>, key: &[u8], bound: u64) {
+    out.extend_from_slice(key);
+    if bound == u64::MAX {
+        out.extend_from_slice(b"null");
+    } else {
+        write_int(out, bound);
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
     use super::{complete_event, EventPlace, LocationTexts};
     use crate::backend::Lane;
     use crate::location::{DynamicLocation, Location, SourceLocation, Verbosity};
@@ -168,9 +181,16 @@ mod tests {
             zone.gpu_begin_ns,
             zone.gpu_end_ns
         );
+        let bound = |b: u64| if b == u64::MAX { "null".to_owned() } else { b.to_string() };
+        text += &format!(
+            ",\"bound_begin_ns\":{},\"bound_end_ns\":{}",
+            bound(zone.host_begin_bound_ns),
+            bound(zone.host_end_bound_ns)
+        );
         if let Some(frame) = zone.frame {
             text += &format!(",\"frame\":{frame}");
         }
+
         for (key, value) in l.args() {
             text += &format!(",{}:{}", s(key), serde_json::to_string(value).expect("a value"));
         }

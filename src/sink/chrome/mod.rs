@@ -45,9 +45,10 @@
 //! `tracing` layer (feature `tracing`) writes CPU spans into the same trace with no
 //! merging. A zone is placed through its host times
 //! ([`Zone::host_begin_ns`](super::Zone::host_begin_ns), `host_end_ns`), the context's one
-//! GPU-to-host mapping, on the backend's host clock: `dur` is the host duration, the GPU's at
-//! the rate the mapping estimates for the host clock (the GPU's own times are in `args`). The
-//! sink maps the host clock onto `Instant`:
+//! GPU-to-host mapping, on the backend's host clock: `dur` is the GPU's duration, exact, and
+//! `args.bound_begin_ns` / `bound_end_ns` say how far the true host begin and end can be from
+//! `ts` and `ts + dur` (`null`: not bounded). The sink maps the host clock onto `Instant`:
+
 //!
 //! - exactly, when the backend knows where its host clock starts
 //!   ([`Backend::host_clock_origin`]: the real-time simulation, CUDA and Vulkan), which the

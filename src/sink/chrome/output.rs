@@ -376,6 +376,15 @@ impl ChromeTrace {
         self
     }
 
+    /// The same timeline as another trace's: `ts` 0 at `origin`, `origin_ns` added to every
+    /// `ts` (a flight recorder's dump on its streamed trace's timeline).
+    #[cfg(feature = "perfetto")]
+    pub(crate) fn with_timeline(mut self, origin: Instant, origin_ns: i64) -> Self {
+        self.origin = origin;
+        self.origin_ns = origin_ns;
+        self
+    }
+
     /// `ts` 0 on the host clock, for the sinks made from now on.
     pub fn origin(&self) -> Instant {
         self.origin

@@ -6,9 +6,9 @@ use super::cpu::{write_launch, FlowEnd};
 use super::event::{complete_event, EventPlace, LocationTexts};
 use super::format::signed_ns;
 use super::output::{lock, ChromeTrace, SinkWriter, TraceOutput};
-use super::watch::{write_frame, CounterTracks};
+use super::watch::{write_discontinuity, write_frame, CounterTracks};
 use crate::backend::Lane;
-use crate::sink::{ContextInfo, CounterSample, FrameMark, Sink, ZoneBatch};
+use crate::sink::{ClockDiscontinuity, ContextInfo, CounterSample, FrameMark, Sink, ZoneBatch};
 use rustc_hash::FxHashMap;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -351,6 +351,17 @@ impl Sink for ChromeTraceSink {
         let (pid, ts) = (self.pid(context), self.host_ts(mark.host_ns));
         let mut out = SinkWriter::lock(&self.out, &mut self.events);
         write_frame(&mut out, pid, ts, mark)?;
+        out.finish()
+    }
+
+    fn clock_discontinuity(
+        &mut self,
+        context: &ContextInfo,
+        discontinuity: ClockDiscontinuity,
+    ) -> std::io::Result<()> {
+        let (pid, ts) = (self.pid(context), self.host_ts(discontinuity.host_ns));
+        let mut out = SinkWriter::lock(&self.out, &mut self.events);
+        write_discontinuity(&mut out, pid, ts, discontinuity)?;
         out.finish()
     }
 

@@ -6,7 +6,7 @@
 use super::format::{write_int, write_micros, write_str};
 use super::output::SinkWriter;
 use crate::sink::counters::{CounterFilter, COUNTER_NAMES, LAG};
-use crate::sink::{CounterSample, FrameMark};
+use crate::sink::{ClockDiscontinuity, CounterSample, FrameMark};
 
 /// Which counter samples a sink writes (`ChromeTraceSink::with_counters`): the shared filter
 /// (`sink/counters.rs`).
@@ -48,6 +48,29 @@ impl CounterTracks {
         }
         Ok(())
     }
+}
+
+/// Writes a discontinuity of the clocks: an instant event named `clock discontinuity` over
+/// the context's process, at the host time the new segment gives it.
+pub(super) fn write_discontinuity(
+    out: &mut SinkWriter<'_>,
+    pid: u32,
+    ts_ns: i64,
+    discontinuity: ClockDiscontinuity,
+) -> std::io::Result<()> {
+    let event = out.next_event()?;
+    event.extend_from_slice(
+        b"{\"name\":\"clock discontinuity\",\"cat\":\"clock\",\"ph\":\"i\",\"s\":\"p\",\"pid\":",
+    );
+    write_int(event, pid);
+    event.extend_from_slice(b",\"ts\":");
+    write_micros(event, ts_ns);
+    event.extend_from_slice(b",\"args\":{\"gpu_ns\":");
+    write_int(event, discontinuity.gpu_ns);
+    event.extend_from_slice(b",\"jump_ns\":");
+    write_int(event, discontinuity.jump_ns);
+    event.extend_from_slice(b"}}");
+    Ok(())
 }
 
 /// Writes a frame's start: an instant event named `frame <id>` over the context's process.

@@ -75,12 +75,14 @@ fn earliest(snapshots: &[Snapshot]) -> Option<Instant> {
         .min()
 }
 
-/// Writes `snapshots` (one per context) to `path` as `format`: the zones written, and the
-/// file's bytes.
+/// Writes `snapshots` (one per context) to `path` as `format`, a Chrome dump on
+/// `chrome_timeline` (an origin and nanoseconds added to every `ts`) when given: the zones
+/// written, and the file's bytes.
 pub(super) fn write(
     snapshots: &[Snapshot],
     path: &Path,
     format: DumpFormat,
+    chrome_timeline: Option<(Instant, i64)>,
 ) -> std::io::Result<(usize, u64)> {
     let counters = |snapshot: &Snapshot| !snapshot.counters.is_empty();
     let mut zones = 0;
@@ -96,9 +98,10 @@ pub(super) fn write(
         }
         DumpFormat::Chrome => {
             let trace = ChromeTrace::create(path)?;
-            let trace = match earliest(snapshots) {
-                Some(origin) => trace.with_origin(origin),
-                None => trace,
+            let trace = match (chrome_timeline, earliest(snapshots)) {
+                (Some((origin, origin_ns)), _) => trace.with_timeline(origin, origin_ns),
+                (None, Some(origin)) => trace.with_origin(origin),
+                (None, None) => trace,
             };
             for snapshot in snapshots {
                 let sink = trace.sink();

@@ -57,6 +57,8 @@ pub use dump::DumpFormat;
 pub use trigger::Trigger;
 
 use crate::backend::Lane;
+use crate::sink::chrome::ChromeTrace;
+use crate::sink::counters::Every;
 use crate::sink::{ContextInfo, CounterSample, FrameMark, Sink, ZoneBatch};
 use ring::{Bounds, Ring};
 use std::collections::VecDeque;
@@ -137,7 +139,10 @@ struct Fired {
 #[derive(Debug)]
 struct Shared {
     bounds: Bounds,
-    counters: bool,
+    /// Which counter samples the rings keep, when they keep any.
+    counters: Option<Duration>,
+    /// Where a Chrome dump's `ts` 0 is: an origin, and nanoseconds added to every `ts`.
+    chrome_timeline: Option<(Instant, i64)>,
     triggers: Vec<Trigger>,
     rings: Mutex<Vec<Arc<Mutex<Ring>>>>,
     auto: Option<AutoDump>,
@@ -155,7 +160,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct FlightRecorderBuilder {
     window: Duration,
     max_bytes: usize,
-    counters: bool,
+    counters: Option<Duration>,
+    chrome_timeline: Option<(Instant, i64)>,
     triggers: Vec<Trigger>,
     dump_to: Option<(PathBuf, DumpFormat)>,
     cooldown: Duration,
@@ -169,10 +175,22 @@ impl FlightRecorderBuilder {
         self
     }
 
-    /// Also keeps the contexts' counter samples (and writes them into dumps). Off by default:
-    /// while no sink of a context wants counters, none are sampled.
-    pub fn with_counters(mut self) -> Self {
-        self.counters = true;
+    /// Also keeps the contexts' counter samples, at most one per `every` of host time
+    /// (`Duration::ZERO`: every sample), and writes them into dumps. Give it the `every` of
+    /// the streamed trace's sink (`with_counters(every)`): both keep the same samples, and a
+    /// dump shows the trace's samples of its window. Off by default: while no sink of a
+    /// context wants counters, none are sampled.
+    pub fn with_counters(mut self, every: Duration) -> Self {
+        self.counters = Some(every);
+        self
+    }
+
+    /// Chrome dumps count `ts` as `trace` does (from its origin, on the wall clock if it is
+    /// on it): a dump then overlays `trace`, each zone at the same `ts`. Without it, a Chrome
+    /// dump's `ts` 0 is the earliest thing it holds. (Perfetto dumps need nothing: every
+    /// Perfetto trace of a process is on the same clocks.)
+    pub fn chrome_timeline_of(mut self, trace: &ChromeTrace) -> Self {
+        self.chrome_timeline = Some((trace.origin, trace.origin_ns));
         self
     }
 
@@ -214,6 +232,7 @@ impl FlightRecorderBuilder {
         let shared = Arc::new(Shared {
             bounds,
             counters: self.counters,
+            chrome_timeline: self.chrome_timeline,
             triggers: self.triggers,
             rings: Mutex::new(Vec::new()),
             auto,
@@ -270,7 +289,8 @@ impl FlightRecorder {
         FlightRecorderBuilder {
             window,
             max_bytes: 256 << 20,
-            counters: false,
+            counters: None,
+            chrome_timeline: None,
             triggers: Vec::new(),
             dump_to: None,
             cooldown: Duration::from_secs(10),
@@ -283,6 +303,7 @@ impl FlightRecorder {
         lock(&self.shared.rings).push(Arc::clone(&ring));
         FlightRecorderSink {
             ring,
+            counters: self.shared.counters.map(Every::new),
             shared: Arc::clone(&self.shared),
             watch: Watch::new(&self.shared.triggers),
         }
@@ -310,7 +331,7 @@ impl FlightRecorder {
     ) -> Result<DumpReport, FlightError> {
         let rings: Vec<_> = lock(&shared.rings).clone();
         let snapshots: Vec<_> = rings.iter().map(|ring| lock(ring).snapshot()).collect();
-        let (zones, bytes) = dump::write(&snapshots, path, format)
+        let (zones, bytes) = dump::write(&snapshots, path, format, shared.chrome_timeline)
             .map_err(|source| FlightError::Write { path: path.to_owned(), source })?;
         Ok(DumpReport { path: path.to_owned(), reason, zones, bytes, error: None })
     }
@@ -377,6 +398,8 @@ fn fire(shared: &Shared, reason: String) -> bool {
 /// Keeps one context's zones in its [`FlightRecorder`] (made by [`FlightRecorder::sink`]).
 pub struct FlightRecorderSink {
     ring: Arc<Mutex<Ring>>,
+    /// Which counter samples it keeps, when it keeps any.
+    counters: Option<Every>,
     shared: Arc<Shared>,
     watch: Option<Watch>,
 }
@@ -389,7 +412,7 @@ impl std::fmt::Debug for FlightRecorderSink {
 
 impl Sink for FlightRecorderSink {
     fn open(&mut self, context: &ContextInfo) -> std::io::Result<()> {
-        lock(&self.ring).info = Some(context.clone());
+        lock(&self.ring).open(context, Instant::now());
         Ok(())
     }
 
@@ -407,7 +430,7 @@ impl Sink for FlightRecorderSink {
     }
 
     fn frame(&mut self, _context: &ContextInfo, mark: FrameMark) -> std::io::Result<()> {
-        lock(&self.ring).frame(mark);
+        lock(&self.ring).frame(mark, self.shared.bounds);
         if let Some(reason) = self.watch.as_mut().and_then(|watch| watch.frame(mark)) {
             fire(&self.shared, reason);
         }
@@ -415,11 +438,13 @@ impl Sink for FlightRecorderSink {
     }
 
     fn wants_counters(&self) -> bool {
-        self.shared.counters
+        self.counters.is_some()
     }
 
     fn counters(&mut self, _context: &ContextInfo, sample: &CounterSample) -> std::io::Result<()> {
-        lock(&self.ring).counters(*sample);
+        if self.counters.as_mut().is_some_and(|every| every.due(sample.host_ns)) {
+            lock(&self.ring).counters(*sample, self.shared.bounds);
+        }
         Ok(())
     }
 }

@@ -7,6 +7,7 @@ use crate::launch::Launch;
 use crate::location::Location;
 use crate::sink::{ContextInfo, CounterSample, FrameMark, Zone};
 use std::collections::VecDeque;
+use std::time::Instant;
 
 /// A zone as the ring keeps it: 72 bytes where a `Zone` takes 120 (its launch, when it has
 /// one, in its list's `launches`; no frame is `u64::MAX`). The ring is most of the
@@ -64,9 +65,6 @@ impl Record {
     }
 }
 
-/// Frame marks and counter samples kept per context (the newest).
-const MAX_MARKS: usize = 4096;
-
 /// Lane names kept per context.
 const MAX_LANE_NAMES: usize = 4096;
 
@@ -105,6 +103,7 @@ pub(super) struct KeptList {
 /// A copy of a ring, for a dump.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Snapshot {
+    /// The context, with a host clock origin where it had none (`Ring::snapshot`).
     pub(super) info: Option<ContextInfo>,
     pub(super) lanes: Vec<(Lane, String)>,
     pub(super) lists: Vec<KeptList>,
@@ -115,14 +114,18 @@ pub(super) struct Snapshot {
 /// One context's ring (module docs).
 #[derive(Debug, Default)]
 pub(super) struct Ring {
-    pub(super) info: Option<ContextInfo>,
+    info: Option<ContextInfo>,
+    opened: Option<Instant>,
     lanes: Vec<(Lane, String)>,
     lists: VecDeque<Kept>,
     spare: Vec<(Vec<Record>, Vec<Launch>)>,
     frames: VecDeque<FrameMark>,
     counters: VecDeque<CounterSample>,
     bytes: usize,
+    /// The latest host end of a zone kept.
     newest_ns: i64,
+    /// The latest host time of a frame mark or counter sample kept.
+    newest_mark_ns: i64,
     /// Lists dropped to stay within the bounds.
     pub(super) dropped_lists: u64,
 }
@@ -139,6 +142,12 @@ fn held_bytes(zone: &Zone) -> usize {
 }
 
 impl Ring {
+    /// The context opened the sink at `opened`.
+    pub(super) fn open(&mut self, context: &ContextInfo, opened: Instant) {
+        self.info = Some(context.clone());
+        self.opened = Some(opened);
+    }
+
     /// Keeps a collected list, then drops the oldest lists past `bounds`.
     pub(super) fn push(&mut self, list_id: u64, zones: &[Zone], bounds: Bounds) {
         let (mut kept, mut launches) = self.spare.pop().unwrap_or_default();
@@ -173,6 +182,20 @@ impl Ring {
                 self.spare.push((gone.zones, gone.launches));
             }
         }
+        self.drop_old_marks(bounds);
+    }
+
+    /// Drops the frame marks and counter samples older than the window (counted back from
+    /// the newest zone, mark or sample): a context that only samples counters, its GPU idle,
+    /// keeps the last window of them.
+    fn drop_old_marks(&mut self, bounds: Bounds) {
+        let since = self.newest_ns.max(self.newest_mark_ns).saturating_sub(bounds.window_ns);
+        while self.frames.front().is_some_and(|mark| mark.host_ns < since) {
+            self.frames.pop_front();
+        }
+        while self.counters.front().is_some_and(|sample| sample.host_ns < since) {
+            self.counters.pop_front();
+        }
     }
 
     pub(super) fn name_lane(&mut self, lane: Lane, name: &str) {
@@ -183,18 +206,16 @@ impl Ring {
         self.lanes.push((lane, name.to_owned()));
     }
 
-    pub(super) fn frame(&mut self, mark: FrameMark) {
-        if self.frames.len() >= MAX_MARKS {
-            self.frames.pop_front();
-        }
+    pub(super) fn frame(&mut self, mark: FrameMark, bounds: Bounds) {
+        self.newest_mark_ns = self.newest_mark_ns.max(mark.host_ns);
         self.frames.push_back(mark);
+        self.drop_old_marks(bounds);
     }
 
-    pub(super) fn counters(&mut self, sample: CounterSample) {
-        if self.counters.len() >= MAX_MARKS {
-            self.counters.pop_front();
-        }
+    pub(super) fn counters(&mut self, sample: CounterSample, bounds: Bounds) {
+        self.newest_mark_ns = self.newest_mark_ns.max(sample.host_ns);
         self.counters.push_back(sample);
+        self.drop_old_marks(bounds);
     }
 
     /// The ring's bytes: its lists (zones and buffers' room) and what it keeps besides.
@@ -223,6 +244,22 @@ impl Ring {
         self.lists.iter().map(|list| list.zones.len()).sum()
     }
 
+    /// The context's info, with a host clock origin where the context had none: where its
+    /// sinks placed its host times when it opened them (`Instant::now()` then, less the base
+    /// pair's host time), as the recorder's sink saw it. A dump then places them as the
+    /// context's other sinks did, to within the moments they were opened, rather than from
+    /// the dump's own moment.
+    fn placed_info(&self) -> Option<ContextInfo> {
+        let mut info = self.info.clone()?;
+        if info.host_clock_origin.is_none() {
+            info.host_clock_origin = self.opened.and_then(|opened| {
+                let host_ns = u64::try_from(info.base.host_ns).ok()?;
+                opened.checked_sub(std::time::Duration::from_nanos(host_ns))
+            });
+        }
+        Some(info)
+    }
+
     /// A copy for a dump: the lists kept, and the frame marks and counter samples from the
     /// oldest list's time on.
     pub(super) fn snapshot(&self) -> Snapshot {
@@ -236,7 +273,7 @@ impl Ring {
             }
         };
         Snapshot {
-            info: self.info.clone(),
+            info: self.placed_info(),
             lanes: self.lanes.clone(),
             lists: self.lists.iter().map(list).collect(),
             frames: self.frames.iter().filter(|m| m.host_ns >= from).copied().collect(),

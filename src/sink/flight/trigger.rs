@@ -1,7 +1,7 @@
 //! What sets off a dump ([`Trigger`]) and the check a recorder sink makes on what it is
 //! handed ([`Watch`]): a zone or a frame longer than a threshold, given or taken from
-//! [`FrameStats`] (a percentile times a factor, refreshed at most every 100 ms of host time).
-//! Of `flight/` it imports nothing.
+//! [`FrameStats`] (a percentile times a factor, read again each time the zones seen have
+//! doubled, then at most every 100 ms of host time). Of `flight/` it imports nothing.
 
 use crate::location::{Location, SourceLocation};
 use crate::sink::frames::FrameStats;
@@ -10,10 +10,14 @@ use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// How often thresholds taken from `FrameStats` are read again, in host nanoseconds.
+/// How often thresholds taken from `FrameStats` are read again once the zones seen stop
+/// doubling between two readings, in host nanoseconds: a reading costs a pass over every
+/// name's durations (`FrameStats::summary`), which at most ten a second keeps from the
+/// collector's path, while a threshold follows a change of pace within a tenth of a second.
 const REFRESH_NS: i64 = 100_000_000;
 
-/// Zones of a name a percentile needs before it is a threshold.
+/// Zones of a name a percentile needs before it is a threshold: below 100, a name's 99th
+/// percentile is its slowest zone so far (rank ⌈0.99 n⌉ = n), not a percentile.
 const MIN_ZONES: u64 = 100;
 
 /// Frames a frame percentile needs before it is a threshold.
@@ -36,7 +40,10 @@ pub enum Trigger {
         threshold: Duration,
     },
     /// A zone lasting longer than `factor` times the `percentile` (0 to 1: 0.99 is p99) of
-    /// its name's durations in `stats` (names with at least 100 zones there).
+    /// its name's durations in `stats`. Silent for a name until `stats` holds 100 zones of
+    /// it (below 100, a p99 is the slowest zone so far); the thresholds are read again when
+    /// a name reaches its 100th zone, each time the zones the recorder has seen double, and
+    /// otherwise every 100 ms of host time.
     ZoneOverPercentile {
         /// Where the percentiles come from (fed by a sink of the same contexts).
         stats: FrameStats,
@@ -49,7 +56,7 @@ pub enum Trigger {
     /// last zone's end, as this recorder saw them).
     FrameLongerThan(Duration),
     /// A frame spanning longer than `factor` times the `percentile` of the spans of the frames
-    /// in `stats` (once it holds at least 20).
+    /// in `stats`. Silent until `stats` holds 20 frames; read again as the zone thresholds are.
     FrameOverPercentile {
         /// Where the frames' spans come from.
         stats: FrameStats,
@@ -61,7 +68,9 @@ pub enum Trigger {
 }
 
 impl Trigger {
-    /// A zone longer than `factor` times its name's p99 in `stats`.
+    /// A zone longer than `factor` times its name's p99 in `stats`
+    /// ([`ZoneOverPercentile`](Self::ZoneOverPercentile): silent for a name until `stats`
+    /// holds 100 zones of it).
     pub fn zone_over_p99(stats: &FrameStats, factor: f64) -> Self {
         Self::ZoneOverPercentile { stats: stats.clone(), percentile: 0.99, factor }
     }
@@ -90,10 +99,19 @@ pub(super) struct Watch {
     learned: FxHashMap<Box<str>, u64>,
     /// Each static location's threshold, looked up once per refresh.
     by_address: FxHashMap<usize, Option<u64>>,
+    /// Zones seen of each static location with no threshold yet, while thresholds are
+    /// learned: its 100th ([`MIN_ZONES`]) reads the thresholds again, so that its name is
+    /// watched from then on.
+    unlearned: FxHashMap<usize, u64>,
     frame_fixed: Option<u64>,
     frame_from: Option<(FrameStats, f64, f64)>,
     frame_learned: Option<u64>,
     refreshed_ns: Option<i64>,
+    /// Zones seen so far, and at the last reading of the thresholds: they are read again
+    /// each time the zones seen double, so that a short run has its thresholds as soon as a
+    /// name has enough zones, at a cost of a reading per doubling.
+    zones_seen: u64,
+    zones_at_refresh: u64,
     frames: VecDeque<FrameSpan>,
 }
 
@@ -159,11 +177,24 @@ impl Watch {
         match location {
             Location::Static(source) => {
                 let address = *source as *const SourceLocation as usize;
-                if let Some(&known) = self.by_address.get(&address) {
-                    return known;
+                let threshold = match self.by_address.get(&address) {
+                    Some(&known) => known,
+                    None => {
+                        let threshold = self.threshold_of(source.name);
+                        self.by_address.insert(address, threshold);
+                        threshold
+                    }
+                };
+                if threshold.is_none() && self.learned_from.is_some() {
+                    let seen = self.unlearned.entry(address).or_default();
+                    *seen += 1;
+                    if *seen == MIN_ZONES {
+                        // Its name may have a percentile now (the statistics' sink comes
+                        // first, this zone in it).
+                        self.refresh();
+                        return self.threshold(location);
+                    }
                 }
-                let threshold = self.threshold_of(source.name);
-                self.by_address.insert(address, threshold);
                 threshold
             }
             Location::Dynamic(_) => self.threshold_of(location.name()),
@@ -173,8 +204,11 @@ impl Watch {
     /// Checks a collected list's zones: why to dump, if one is too long.
     pub(super) fn zones(&mut self, zones: &[Zone]) -> Option<String> {
         let now = zones.iter().map(|zone| zone.host_end_ns).max()?;
-        if self.refreshed_ns.is_none_or(|at| now.saturating_sub(at) >= REFRESH_NS) {
+        self.zones_seen += zones.len() as u64;
+        let doubled = self.zones_seen >= 2 * self.zones_at_refresh;
+        if doubled || self.refreshed_ns.is_none_or(|at| now.saturating_sub(at) >= REFRESH_NS) {
             self.refreshed_ns = Some(now);
+            self.zones_at_refresh = self.zones_seen;
             self.refresh();
         }
         let mut reason = None;

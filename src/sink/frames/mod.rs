@@ -121,6 +121,13 @@ pub struct FrameSummary {
     pub host_begin_ns: i64,
     /// The latest host end of its zones.
     pub host_end_ns: i64,
+    /// The largest host-time bound of its zones' begins and ends
+    /// ([`Zone::host_begin_bound_ns`]): how far any of its zones may be from the true host
+    /// time (`u64::MAX`: one was not bounded).
+    pub worst_bound_ns: u64,
+    /// The 99th percentile of its zones' bounds (each zone's larger one): nearest rank,
+    /// within 1/64.
+    pub p99_bound_ns: u64,
 }
 
 impl FrameSummary {
@@ -234,6 +241,8 @@ impl FrameStats {
                 zones: f.zones,
                 host_begin_ns: f.host_begin_ns,
                 host_end_ns: f.host_end_ns,
+                worst_bound_ns: f.worst_bound_ns,
+                p99_bound_ns: f.p99_bound_ns(),
             })
             .collect()
     }

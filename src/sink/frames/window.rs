@@ -50,6 +50,10 @@ pub(super) struct Frame {
     /// Its zones, batch after batch: only for the newest `tree_frames` frames.
     pub(super) kept: Option<Vec<Zone>>,
     pub(super) truncated: usize,
+    /// Its zones' host-time bounds (the larger of begin and end), as (bucket, count) sorted
+    /// by bucket, and the largest.
+    bounds: Vec<(u16, u32)>,
+    pub(super) worst_bound_ns: u64,
 }
 
 /// A name's figures over the window, as read.
@@ -118,6 +122,7 @@ impl Window {
             let name = self.name_index(&zone.location);
             let frame = &mut self.frames[index];
             frame.zones += 1;
+            frame.add_bound(zone.host_begin_bound_ns.max(zone.host_end_bound_ns));
             frame.host_begin_ns = frame.host_begin_ns.min(zone.host_begin_ns);
             frame.host_end_ns = frame.host_end_ns.max(zone.host_end_ns);
             match &mut frame.kept {
@@ -160,6 +165,8 @@ impl Window {
             names: Vec::new(),
             kept: None,
             truncated: 0,
+            bounds: Vec::new(),
+            worst_bound_ns: 0,
         };
         self.frames.insert(at, frame);
         if self.frames.len() > self.limits.frames {
@@ -271,6 +278,30 @@ impl Window {
 impl Frame {
     /// Counts one duration of name `name` in bucket `b`; false (nothing counted) in the
     /// impossible case of 2^32 durations of one name in one bucket of one frame.
+    fn add_bound(&mut self, bound_ns: u64) {
+        self.worst_bound_ns = self.worst_bound_ns.max(bound_ns);
+        let b = bucket(bound_ns);
+        match self.bounds.binary_search_by_key(&b, |&(bucket, _)| bucket) {
+            Ok(i) => self.bounds[i].1 = self.bounds[i].1.saturating_add(1),
+            Err(i) => self.bounds.insert(i, (b, 1)),
+        }
+    }
+
+    /// The 99th percentile of its zones' host-time bounds: nearest rank, within 1/64 (the
+    /// middle of its bucket; exact below 64 ns), at most the largest.
+    pub(super) fn p99_bound_ns(&self) -> u64 {
+        let total: u64 = self.bounds.iter().map(|&(_, n)| u64::from(n)).sum();
+        let rank = (total * 99).div_ceil(100).max(1);
+        let mut seen = 0;
+        for &(b, n) in &self.bounds {
+            seen += u64::from(n);
+            if seen >= rank {
+                return middle(b).min(self.worst_bound_ns);
+            }
+        }
+        0
+    }
+
     fn count(&mut self, name: u32, ns: u64, b: u16) -> bool {
         let at = match self.names.binary_search_by_key(&name, |n| n.name) {
             Ok(at) => at,

@@ -1,9 +1,17 @@
 //! The clocks a trace relates: `Instant` (the crate's host clock), Linux's `CLOCK_MONOTONIC`
 //! (what `Instant` reads there, and what the trace's timestamps are on), `CLOCK_BOOTTIME`
-//! (a system trace's clock) and `CLOCK_REALTIME` (the wall clock). Measured once per trace:
-//! each pair is read back to back, the tightest of three kept. A leaf: imports nothing of
-//! the crate.
+//! (a system trace's clock) and `CLOCK_REALTIME` (the wall clock). Each pair is read back to
+//! back, the tightest of three kept, which places it within the bracket of that read.
+//!
+//! Every trace of the process places an `Instant` alike, so that two traces of one run (a
+//! streamed trace and a flight recorder's dump) put a zone at the same nanosecond: where an
+//! `Instant` is on `CLOCK_MONOTONIC` is measured once per process (on Linux they are one
+//! clock: it never changes), and the distances to `CLOCK_BOOTTIME` and `CLOCK_REALTIME` are
+//! measured for each trace but kept from the previous trace while the new reading's bracket
+//! overlaps the previous one's (neither clock stepped: no suspend, no wall-clock change in
+//! between). A leaf: imports nothing of the crate.
 
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 /// Perfetto's ids of the builtin clocks (`BuiltinClock`).
@@ -44,9 +52,29 @@ fn read(clock: libc::clockid_t) -> i64 {
     ns
 }
 
+/// A distance between two clocks, `other - first`, and the width of the bracket it was read
+/// in: the true distance is within half the width of it.
+#[derive(Debug, Clone, Copy)]
+struct Distance {
+    ns: i64,
+    width: i64,
+}
+
+impl Distance {
+    /// `self`, or `earlier` where their brackets overlap: the clocks did not step in between,
+    /// and every trace of the process then writes the same distance.
+    fn or_unchanged(self, earlier: Option<Self>) -> Self {
+        match earlier {
+            // Each is within half its width of the truth (the halves rounded down: 1 ns).
+            Some(earlier) if (self.ns - earlier.ns).abs() <= (self.width + earlier.width) / 2 + 1 => earlier,
+            _ => self,
+        }
+    }
+}
+
 /// Reads `other` between two reads of `first`, three times: `other`'s reading and `first`'s
-/// at the same moment (the middle of the tightest bracket).
-fn pair(first: impl Fn() -> i64, other: impl Fn() -> i64) -> (i64, i64) {
+/// at the same moment (the middle of the tightest bracket), and the bracket's width.
+fn pair(first: impl Fn() -> i64, other: impl Fn() -> i64) -> (i64, i64, i64) {
     (0..3)
         .map(|_| {
             let before = first();
@@ -55,40 +83,68 @@ fn pair(first: impl Fn() -> i64, other: impl Fn() -> i64) -> (i64, i64) {
             (after - before, before + (after - before) / 2, value)
         })
         .min_by_key(|&(width, _, _)| width)
-        .map(|(_, first, other)| (first, other))
+        .map(|(width, first, other)| (first, other, width))
         .expect("three readings")
 }
 
-impl Clocks {
-    /// The clocks now.
-    pub(crate) fn measure() -> Self {
+/// `other - first`, read by [`pair`].
+fn distance(first: impl Fn() -> i64, other: impl Fn() -> i64) -> Distance {
+    let (first, other, width) = pair(first, other);
+    Distance { ns: other - first, width }
+}
+
+/// An `Instant` and the `CLOCK_MONOTONIC` nanoseconds it was, for the whole process.
+fn anchor() -> (Instant, i64) {
+    static ANCHOR: OnceLock<(Instant, i64)> = OnceLock::new();
+    *ANCHOR.get_or_init(|| {
         let anchor = Instant::now();
         #[cfg(target_os = "linux")]
         {
             // `Instant` reads CLOCK_MONOTONIC on Linux: its distance from `anchor` is exact.
-            let (anchor_mono_ns, since_anchor) =
+            let (mono, since_anchor, _) =
                 pair(|| read(libc::CLOCK_MONOTONIC), || signed_ns(Instant::now(), anchor));
-            let anchor_mono_ns = anchor_mono_ns - since_anchor;
-            let (mono, boot) = pair(|| read(libc::CLOCK_MONOTONIC), || read(libc::CLOCK_BOOTTIME));
-            let (mono_r, real) = pair(|| read(libc::CLOCK_MONOTONIC), || read(libc::CLOCK_REALTIME));
-            Self {
-                anchor,
-                anchor_mono_ns,
-                boot_minus_mono_ns: Some(boot - mono),
-                real_minus_mono_ns: real - mono_r,
-            }
+            (anchor, mono - since_anchor)
         }
         #[cfg(not(target_os = "linux"))]
         {
             // No CLOCK_MONOTONIC to name: the trace's "monotonic" clock counts from a second
-            // before the trace was made.
-            let anchor_mono_ns = 1_000_000_000;
+            // before the first trace was made.
+            (anchor, 1_000_000_000)
+        }
+    })
+}
+
+/// The distances measured for the latest trace: (boot, real).
+static DISTANCES: Mutex<Option<(Option<Distance>, Distance)>> = Mutex::new(None);
+
+impl Clocks {
+    /// The clocks now.
+    pub(crate) fn measure() -> Self {
+        let (anchor, anchor_mono_ns) = anchor();
+        #[cfg(target_os = "linux")]
+        let (boot, real) = (
+            Some(distance(|| read(libc::CLOCK_MONOTONIC), || read(libc::CLOCK_BOOTTIME))),
+            distance(|| read(libc::CLOCK_MONOTONIC), || read(libc::CLOCK_REALTIME)),
+        );
+        #[cfg(not(target_os = "linux"))]
+        let (boot, real) = {
+            let mono_now = || anchor_mono_ns + signed_ns(Instant::now(), anchor);
             let wall = || match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
                 Ok(since) => i64::try_from(since.as_nanos()).unwrap_or(i64::MAX),
                 Err(_) => 0,
             };
-            let (mono, real) = pair(|| anchor_mono_ns + signed_ns(Instant::now(), anchor), wall);
-            Self { anchor, anchor_mono_ns, boot_minus_mono_ns: None, real_minus_mono_ns: real - mono }
+            (None, distance(mono_now, wall))
+        };
+        let mut latest = DISTANCES.lock().unwrap_or_else(PoisonError::into_inner);
+        let (earlier_boot, earlier_real) = latest.map_or((None, None), |(boot, real)| (boot, Some(real)));
+        let boot = boot.map(|boot| boot.or_unchanged(earlier_boot));
+        let real = real.or_unchanged(earlier_real);
+        *latest = Some((boot, real));
+        Self {
+            anchor,
+            anchor_mono_ns,
+            boot_minus_mono_ns: boot.map(|boot| boot.ns),
+            real_minus_mono_ns: real.ns,
         }
     }
 
@@ -124,6 +180,14 @@ impl Clocks {
 mod tests {
     use super::Clocks;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn every_trace_of_the_process_places_an_instant_and_the_other_clocks_alike() {
+        let (first, second) = (Clocks::measure(), Clocks::measure());
+        let now = Instant::now();
+        assert_eq!(first.mono_ns(now), second.mono_ns(now));
+        assert_eq!(first.snapshot(first.mono_ns(now)), second.snapshot(second.mono_ns(now)));
+    }
 
     #[test]
     fn instants_map_onto_the_monotonic_clock_at_their_distances() {

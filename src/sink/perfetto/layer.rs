@@ -10,7 +10,10 @@
 //!   fields as arguments), exiting it its end, each on the thread's own packet sequence, so a
 //!   thread's events are in time order; each `tracing` event is an instant named by its
 //!   message. The layer takes the trace's lock once per enter, exit or event.
-//! - **One clock**: `Instant::now()` on `CLOCK_MONOTONIC`, as the sinks place zones.
+//! - **One clock**: `Instant::now()` on `CLOCK_MONOTONIC`, as the sinks place zones, read once
+//!   per span entry, exit and event for every layer of the crate on the subscriber: beside
+//!   the Chrome layer (`ChromeTrace::layer`), both traces place each span at the same
+//!   nanoseconds.
 //!
 //! ```
 //! use gpu_event_pool::sink::perfetto::PerfettoTrace;
@@ -41,11 +44,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use super::clock::Clocks;
+use super::event::{Event, Kind, Name, Value};
 use super::output::{lock, PerfettoTrace, TraceOutput};
-use super::sequence::{Event, Kind, Name, Sequence, Value};
+use super::sequence::Sequence;
 use crate::launch::thread_number;
+use crate::sink::span_edges::{Edge, EdgeClock};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event as TracingEvent, Subscriber};
@@ -61,6 +66,9 @@ const MAX_THREADS: usize = 4096;
 pub struct PerfettoLayer {
     out: Arc<Mutex<TraceOutput>>,
     pid: u32,
+    /// The trace's clocks (fixed when it was made).
+    clocks: Clocks,
+    clock: EdgeClock,
 }
 
 impl std::fmt::Debug for PerfettoLayer {
@@ -74,7 +82,8 @@ impl PerfettoTrace {
     /// A `tracing-subscriber` layer writing the application's spans and events into this
     /// trace, on its CPU process ([`layer`](super::layer)).
     pub fn layer(&self) -> PerfettoLayer {
-        PerfettoLayer { out: Arc::clone(&self.out), pid: self.cpu_pid }
+        let clocks = lock(&self.out).clocks;
+        PerfettoLayer { out: Arc::clone(&self.out), pid: self.cpu_pid, clocks, clock: EdgeClock::new() }
     }
 }
 
@@ -151,7 +160,7 @@ impl PerfettoLayer {
                 out.threads.clear();
             }
             let track = out.cpu_thread_track(self.pid, thread);
-            let sequence = Sequence::new(out.sequence_id(), track);
+            let sequence = Sequence::new(out.sequence_id(), track, false);
             out.threads.insert(thread, sequence);
         }
         let Some(mut sequence) = out.threads.remove(&thread) else { return };
@@ -160,9 +169,9 @@ impl PerfettoLayer {
         let _ = out.write_staged(false);
     }
 
-    fn now_ns(&self) -> i64 {
-        let now = Instant::now();
-        lock(&self.out).clocks.mono_ns(now)
+    /// When `edge` happened, on `CLOCK_MONOTONIC`.
+    fn ns(&self, edge: Edge) -> i64 {
+        self.clocks.mono_ns(self.clock.at(edge))
     }
 }
 
@@ -186,7 +195,7 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        let ns = self.now_ns();
+        let ns = self.ns(Edge::Enter(id.into_u64()));
         let Some(span) = ctx.span(id) else { return };
         let metadata = span.metadata();
         let extensions = span.extensions();
@@ -199,12 +208,12 @@ where
         });
     }
 
-    fn on_exit(&self, _id: &Id, _ctx: Context<'_, S>) {
-        self.write(&Event::new(Kind::End, self.now_ns()));
+    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+        self.write(&Event::new(Kind::End, self.ns(Edge::Exit(id.into_u64()))));
     }
 
     fn on_event(&self, event: &TracingEvent<'_>, _ctx: Context<'_, S>) {
-        let ns = self.now_ns();
+        let ns = self.ns(Edge::Event(event as *const TracingEvent<'_> as usize));
         let mut fields = Fields::default();
         event.record(&mut fields);
         let message =

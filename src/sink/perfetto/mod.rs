@@ -37,13 +37,14 @@
 //! last flush: what is lost is what was collected since (at most 64 KiB of packets, plus the
 //! zones not yet collected).
 
-// The folder: `wire.rs` writes protobuf's wire format and `clock.rs` relates the clocks
-// (leaves); `sequence.rs` is one packet sequence (incremental state, interning, deltas);
+// The folder: `wire.rs` writes protobuf's wire format, `clock.rs` relates the clocks and
+// `event.rs` says what a packet holds (leaves); `sequence.rs` is one packet sequence (incremental state, interning, deltas);
 // `output.rs` the file the sinks of one trace share (`PerfettoTrace`) and the tracks
 // described; `rows.rs` a context's lane tracks; `sink.rs` the `PerfettoSink`; `layer.rs`
 // (feature `tracing`) the `tracing` layer writing CPU spans into the same output. It never
 // touches slots, lists, lanes' order or the collector: it sees only what a sink is handed.
 mod clock;
+mod event;
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 pub mod layer;

@@ -9,7 +9,8 @@
 //! always ends between packets, whatever happens to the process after a write returns.
 
 use super::clock::Clocks;
-use super::sequence::{field, packet};
+use super::event::field;
+use super::sequence::packet;
 use super::wire::{self, close, open};
 use rustc_hash::FxHashSet;
 use std::io::Write;
@@ -25,9 +26,14 @@ const STAGED_LIMIT: usize = 64 * 1024;
 const MAX_DESCRIBED: usize = 1 << 16;
 
 /// The high bit of the uuids of CPU tracks, which are made from a process id and a thread
-/// number (so that every sink and layer of the trace names a thread's track alike);
-/// the uuids handed out for GPU tracks count from 1 below it.
+/// number (so that every sink and layer of the trace names a thread's track alike).
 const CPU_TRACK: u64 = 1 << 63;
+
+/// The bit set in the uuids of lanes' tracks (bit 63 clear), which are made from their
+/// context's track, the lane and the row (`rows.rs`), so that a lane met again after it was
+/// forgotten writes onto the same tracks. The uuids handed out for the other GPU tracks
+/// count from 1 below it.
+pub(super) const LANE_TRACK: u64 = 1 << 62;
 
 /// A track to describe (`TrackDescriptor`).
 #[derive(Debug, Clone, Copy)]
@@ -116,7 +122,7 @@ impl TraceOutput {
     /// A new track's uuid, unique in the trace.
     pub(super) fn uuid(&mut self) -> u64 {
         let uuid = self.next_uuid;
-        self.next_uuid = (self.next_uuid + 1) & !CPU_TRACK;
+        self.next_uuid = (self.next_uuid + 1) & (LANE_TRACK - 1);
         uuid
     }
 

@@ -4,15 +4,31 @@
 //! order: a zone's begin once every zone it does not nest in has ended there, its end when a
 //! later begin passes it or when its batch is done. Of `perfetto/` it imports `sequence.rs`
 //! and `output.rs`.
+//!
+//! # Which lanes it keeps
+//!
+//! When a batch is done, every zone begun has its end written: between batches a lane holds
+//! nothing a later zone needs but its sequences' state (the names interned, the last
+//! timestamp) and where its rows' zones end. Its rows' track uuids are made from the
+//! context's track, the lane and the row ([`row_uuid`]), so a lane forgotten and met again
+//! writes onto the same tracks, on new sequences. The sink keeps the lanes whose last zone
+//! ended within [`IDLE_NS`] of the newest zone it was handed and forgets the others, between
+//! two batches (never while a zone of theirs waits for its end), at most once per `IDLE_NS`
+//! of the zones' time: its memory is that of the lanes used in the last second of the run,
+//! whatever the number of lanes it meets over the run.
 
-use super::output::{TraceOutput, Track};
+use super::output::{TraceOutput, Track, LANE_TRACK};
 use super::sequence::Sequence;
 use crate::backend::Lane;
 use rustc_hash::FxHashMap;
 
-/// Lanes a sink keeps; past it, it forgets the half used longest ago (their tracks stay in
-/// the file; a forgotten lane that comes back gets new ones).
-const MAX_LANES: usize = 4096;
+/// How long a lane is kept after its last zone ended, in the zones' host time. A lane kept
+/// costs about 1.2 KiB of memory (its rows' sequences: interned ids, the recent-location
+/// cache); one forgotten and met again costs its sequence's first packet and its names
+/// interned again, 100 to 200 bytes of trace. Forgetting the lanes idle for a second adds at
+/// most about 200 bytes a second for a lane that comes back less often than that, and keeps
+/// in memory only the lanes used in the last second.
+pub(super) const IDLE_NS: i64 = 1_000_000_000;
 
 /// A zone to place: its begin and end (`CLOCK_MONOTONIC` ns), its list, its index and its
 /// parent's in that list's batch.
@@ -38,7 +54,6 @@ struct Open {
 /// One row: a track, and the sequence its events are written on.
 #[derive(Debug)]
 pub(super) struct Row {
-    pub(super) uuid: u64,
     pub(super) sequence: Sequence,
     open: Vec<Open>,
 }
@@ -46,6 +61,7 @@ pub(super) struct Row {
 impl Row {
     /// Writes the end of every open zone that ends by `at`, innermost first, and forgets
     /// them.
+    #[inline]
     fn close_until(&mut self, out: &mut Vec<u8>, at: i64) {
         while let Some(&top) = self.open.last().filter(|top| top.end <= at) {
             self.open.pop();
@@ -57,6 +73,7 @@ impl Row {
 
     /// Whether `zone` nests truly here: every zone still open at its begin is one of its
     /// ancestors (those ended by then are closed first, their ends written).
+    #[inline]
     fn fits(&mut self, out: &mut Vec<u8>, zone: Placing) -> bool {
         self.close_until(out, zone.begin);
         match (self.open.last(), zone.parent) {
@@ -70,7 +87,7 @@ impl Row {
 
     /// Writes the end of every zone still open: the batch is done, and a later zone lands on
     /// this row only once they have all ended.
-    pub(super) fn end_batch(&mut self, out: &mut Vec<u8>) {
+    fn end_batch(&mut self, out: &mut Vec<u8>) {
         for open in self.open.iter_mut().rev().filter(|open| !open.ended) {
             open.ended = true;
             self.sequence.end(out, open.end);
@@ -82,14 +99,12 @@ impl Row {
 #[derive(Debug)]
 struct LaneRows {
     lane: Lane,
-    /// The name given with `name_stream`, if any.
-    name: Option<String>,
     rows: Vec<Row>,
-    /// The batch that used it last.
-    used: u64,
+    /// The latest end of its zones.
+    last_end: i64,
 }
 
-/// The rows of every lane of one context.
+/// The rows of every lane of one context that it keeps (module docs).
 #[derive(Debug, Default)]
 pub(super) struct Rows {
     lanes: Vec<LaneRows>,
@@ -97,11 +112,22 @@ pub(super) struct Rows {
     index: FxHashMap<Lane, usize>,
     /// The lane used last (a batch's zones are mostly on its list's lane).
     last: usize,
+    /// The names given with `name_stream`, kept for a lane forgotten and met again.
+    names: FxHashMap<Lane, String>,
+    /// The latest end of any zone placed.
+    newest_end: i64,
+    /// `newest_end` when idle lanes were last forgotten.
+    swept_at: i64,
+    /// Events written out of time order by the rows of lanes forgotten.
+    forgotten_out_of_order: u64,
     /// Rows made so far: the next one's rank.
     count: i32,
-    batches: u64,
-    /// Rows touched by the batch being written: (lane's place in `lanes`, row).
+    /// Rows touched by the batch being written: (lane's place in `lanes`, row). Places are
+    /// stable during a batch: lanes are forgotten only between batches.
     touched: Vec<(usize, usize)>,
+    /// Whether every zone's begin names its source location, not only its location's first
+    /// on a row (`PerfettoSink::with_source_locations`).
+    pub(super) every_location: bool,
 }
 
 /// A row's name: the lane's, and which row of it.
@@ -118,15 +144,37 @@ fn row_name(name: Option<&str>, lane: Lane, row: usize) -> String {
     }
 }
 
+/// The uuid of row `row` of `lane` under the context's track `parent`: the same whenever the
+/// lane is met, in the uuids' lane range ([`LANE_TRACK`]: bit 62 set, 62 bits of a hash;
+/// two of a trace's tracks share one with odds of about n² / 2⁶³).
+fn row_uuid(parent: u64, lane: Lane, row: usize) -> u64 {
+    // SplitMix64's finalizer (Steele, Lea and Flood 2014) over each word in turn.
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    let (kind, key) = match lane {
+        Lane::Stream(key) => (1, key),
+        Lane::Graph(key) => (2, key),
+    };
+    let hash = [kind, key, row as u64].into_iter().fold(mix(parent), |h, word| mix(h ^ word));
+    LANE_TRACK | (hash & (LANE_TRACK - 1))
+}
+
 impl Rows {
-    /// Starts a batch.
+    /// Starts a batch; between two batches, forgets the lanes idle for [`IDLE_NS`] (at most
+    /// once per `IDLE_NS` of the zones' time).
     pub(super) fn begin_batch(&mut self) {
-        self.batches += 1;
+        if self.newest_end.saturating_sub(self.swept_at) >= IDLE_NS {
+            self.forget_idle();
+        }
         self.touched.clear();
     }
 
     /// The row `zone` goes to on `lane` (made, and its track described under `parent`, if
     /// none fits): the first where it nests truly. The ends it passes are written.
+    #[inline]
     pub(super) fn place(
         &mut self,
         out: &mut TraceOutput,
@@ -134,23 +182,23 @@ impl Rows {
         lane: Lane,
         zone: Placing,
     ) -> &mut Row {
-        let batch = self.batches;
         let at = self.lane(lane);
         let lane_rows = &mut self.lanes[at];
-        lane_rows.used = batch;
+        lane_rows.last_end = lane_rows.last_end.max(zone.end);
+        self.newest_end = self.newest_end.max(zone.end);
         let found = lane_rows.rows.iter_mut().position(|row| row.fits(out.staged(), zone));
         let index = match found {
             Some(index) => index,
             None => {
                 let index = lane_rows.rows.len();
-                let uuid = out.uuid();
-                let sequence = Sequence::new(out.sequence_id(), uuid);
+                let uuid = row_uuid(parent, lane, index);
+                let sequence = Sequence::new(out.sequence_id(), uuid, self.every_location);
                 self.count += 1;
-                let name = row_name(lane_rows.name.as_deref(), lane, index);
+                let name = row_name(self.names.get(&lane).map(String::as_str), lane, index);
                 let track =
                     Track { parent: Some(parent), rank: Some(self.count), ..Track::named(uuid, &name) };
                 out.describe(track, false);
-                lane_rows.rows.push(Row { uuid, sequence, open: Vec::new() });
+                lane_rows.rows.push(Row { sequence, open: Vec::new() });
                 index
             }
         };
@@ -165,29 +213,33 @@ impl Rows {
     /// Ends the batch: the ends of its zones still open are written.
     pub(super) fn end_batch(&mut self, out: &mut Vec<u8>) {
         for &(lane, index) in &self.touched {
-            if let Some(row) = self.lanes.get_mut(lane).and_then(|lane| lane.rows.get_mut(index)) {
-                row.end_batch(out);
-            }
+            self.lanes[lane].rows[index].end_batch(out);
         }
     }
 
-    /// Names `lane`'s tracks (describing again those already described).
+    /// Names `lane`'s tracks (describing again those already described; a forgotten lane's
+    /// when it is met again).
     pub(super) fn name(&mut self, out: &mut TraceOutput, parent: u64, lane: Lane, name: &str) {
-        let at = self.lane(lane);
-        let lane_rows = &mut self.lanes[at];
-        lane_rows.name = Some(name.to_owned());
-        for (index, row) in lane_rows.rows.iter().enumerate() {
-            let name = row_name(Some(name), lane, index);
-            out.describe(Track { parent: Some(parent), ..Track::named(row.uuid, &name) }, true);
+        self.names.insert(lane, name.to_owned());
+        let rows = self.index.get(&lane).map_or(0, |&at| self.lanes[at].rows.len());
+        for row in 0..rows {
+            let name = row_name(Some(name), lane, row);
+            out.describe(
+                Track { parent: Some(parent), ..Track::named(row_uuid(parent, lane, row), &name) },
+                true,
+            );
         }
     }
 
     /// Events written out of time order, over every row.
     pub(super) fn out_of_order(&self) -> u64 {
-        self.lanes.iter().flat_map(|lane| &lane.rows).map(|row| row.sequence.out_of_order()).sum()
+        let kept: u64 =
+            self.lanes.iter().flat_map(|lane| &lane.rows).map(|row| row.sequence.out_of_order()).sum();
+        kept + self.forgotten_out_of_order
     }
 
     /// Where `lane` is in `lanes` (added if new).
+    #[inline]
     fn lane(&mut self, lane: Lane) -> usize {
         if self.lanes.get(self.last).is_some_and(|known| known.lane == lane) {
             return self.last;
@@ -195,10 +247,7 @@ impl Rows {
         let at = match self.index.get(&lane) {
             Some(&at) => at,
             None => {
-                if self.lanes.len() >= MAX_LANES {
-                    self.forget_oldest();
-                }
-                self.lanes.push(LaneRows { lane, name: None, rows: Vec::new(), used: self.batches });
+                self.lanes.push(LaneRows { lane, rows: Vec::new(), last_end: i64::MIN });
                 self.index.insert(lane, self.lanes.len() - 1);
                 self.lanes.len() - 1
             }
@@ -207,14 +256,59 @@ impl Rows {
         at
     }
 
-    /// Forgets the half of the lanes used longest ago (between batches: nothing is touched).
-    fn forget_oldest(&mut self) {
-        let mut used: Vec<u64> = self.lanes.iter().map(|lane| lane.used).collect();
-        used.sort_unstable();
-        let cut = used[used.len() / 2];
-        self.lanes.retain(|lane| lane.used > cut);
+    /// Forgets the lanes whose last zone ended more than [`IDLE_NS`] before the newest
+    /// (between batches: every zone begun has its end written).
+    fn forget_idle(&mut self) {
+        let since = self.newest_end.saturating_sub(IDLE_NS);
+        let out_of_order = &mut self.forgotten_out_of_order;
+        self.lanes.retain(|lane| {
+            let kept = lane.last_end >= since;
+            if !kept {
+                *out_of_order += lane.rows.iter().map(|row| row.sequence.out_of_order()).sum::<u64>();
+            }
+            kept
+        });
         self.index = self.lanes.iter().enumerate().map(|(at, lane)| (lane.lane, at)).collect();
-        self.touched.clear();
         self.last = 0;
+        self.swept_at = self.newest_end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Placing, Rows, IDLE_NS};
+    use crate::backend::Lane;
+    use crate::sink::perfetto::output::lock;
+    use crate::sink::perfetto::PerfettoTrace;
+
+    #[test]
+    fn lanes_in_use_keep_their_sequences_and_lanes_idle_for_a_second_are_forgotten() {
+        let trace = PerfettoTrace::new(std::io::sink());
+        let mut out = lock(&trace.out);
+        let mut rows = Rows::default();
+        // A step of 1 ms: a list on each of 4 streams, then one on a graph of its own.
+        let (steps, step_ns) = (5_000_i64, 1_000_000);
+        let mut sequences = Vec::new();
+        for step in 0..steps {
+            sequences.push(out.sequence_id());
+            for (at, lane) in (0..4).map(Lane::Stream).chain([Lane::Graph(step as u64)]).enumerate() {
+                let begin = step * step_ns + at as i64 * 1_000;
+                rows.begin_batch();
+                let zone = Placing { begin, end: begin + 1_000, list: step as u64, index: 0, parent: None };
+                rows.place(&mut out, 1, lane, zone);
+                rows.end_batch(out.staged());
+                out.staged().clear();
+            }
+            let graphs_kept = rows.lanes.iter().filter(|lane| matches!(lane.lane, Lane::Graph(_))).count();
+            assert!(
+                graphs_kept as i64 <= 2 * IDLE_NS / step_ns + 1,
+                "step {step}: {graphs_kept} graphs kept"
+            );
+        }
+        // After the first step, a sequence starts only for each new graph (and the id taken
+        // here): the streams keep theirs.
+        let started: Vec<u32> = sequences.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(started[0], 1 + 5, "the first step starts the streams' and its graph's");
+        assert!(started[1..].iter().all(|&n| n == 2), "{:?}", &started[..10]);
     }
 }

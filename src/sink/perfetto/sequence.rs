@@ -1,7 +1,7 @@
 //! One packet sequence: a writer's stream of packets, with its own incremental state (the
 //! names, categories, source locations and argument names interned so far, and the
-//! timestamp the next packet's delta counts from). Of `perfetto/` it imports `wire.rs` and
-//! `clock.rs`.
+//! timestamp the next packet's delta counts from). Of `perfetto/` it imports `wire.rs`,
+//! `clock.rs` and `event.rs`.
 //!
 //! Every sequence starts with a packet that clears its incremental state, sets its defaults
 //! (timestamps on the sequence's incremental clock, events on the sequence's track) and
@@ -14,8 +14,9 @@
 //! so a sequence's memory is bounded whatever names it meets.
 
 use super::clock::MONOTONIC;
+use super::event::{field, Counter, Event, Kind, Name, Value};
 use super::wire::{self, close, open};
-use crate::location::{ArgValue, Location, SourceLocation};
+use crate::location::{Location, SourceLocation};
 use rustc_hash::FxHashMap;
 
 /// Interned entries a sequence keeps, all kinds together, before it clears its state.
@@ -23,155 +24,6 @@ pub(super) const MAX_INTERNED: usize = 4096;
 
 /// The sequence-scoped clock every sequence's timestamps are deltas on.
 const INCREMENTAL_CLOCK: u32 = 64;
-
-/// Field numbers of Perfetto's protos (protos/perfetto/trace/...), the few written here.
-pub(super) mod field {
-    /// `Trace.packet`.
-    pub(crate) const PACKET: u32 = 1;
-    /// `TracePacket`.
-    pub(crate) const TIMESTAMP: u32 = 8;
-    pub(crate) const TIMESTAMP_CLOCK_ID: u32 = 58;
-    pub(crate) const SEQUENCE_ID: u32 = 10;
-    pub(crate) const INTERNED_DATA: u32 = 12;
-    pub(crate) const SEQUENCE_FLAGS: u32 = 13;
-    pub(crate) const DEFAULTS: u32 = 59;
-    pub(crate) const FIRST_PACKET_ON_SEQUENCE: u32 = 87;
-    pub(crate) const CLOCK_SNAPSHOT: u32 = 6;
-    pub(crate) const TRACK_EVENT: u32 = 11;
-    pub(crate) const TRACK_DESCRIPTOR: u32 = 60;
-    /// `TracePacket.sequence_flags`: `SEQ_INCREMENTAL_STATE_CLEARED`.
-    pub(crate) const INCREMENTAL_STATE_CLEARED: u64 = 1;
-    /// `TracePacketDefaults`.
-    pub(crate) const DEFAULT_CLOCK_ID: u32 = 58;
-    pub(crate) const TRACK_EVENT_DEFAULTS: u32 = 11;
-    pub(crate) const DEFAULT_TRACK_UUID: u32 = 11;
-    /// `ClockSnapshot` and `ClockSnapshot.Clock`.
-    pub(crate) const CLOCKS: u32 = 1;
-    pub(crate) const PRIMARY_TRACE_CLOCK: u32 = 2;
-    pub(crate) const CLOCK_ID: u32 = 1;
-    pub(crate) const CLOCK_TIMESTAMP: u32 = 2;
-    pub(crate) const CLOCK_IS_INCREMENTAL: u32 = 3;
-    /// `TrackEvent`.
-    pub(crate) const CATEGORY_IIDS: u32 = 3;
-    pub(crate) const DEBUG_ANNOTATIONS: u32 = 4;
-    pub(crate) const TYPE: u32 = 9;
-    pub(crate) const NAME_IID: u32 = 10;
-    pub(crate) const TRACK_UUID: u32 = 11;
-    pub(crate) const NAME: u32 = 23;
-    pub(crate) const COUNTER_VALUE: u32 = 30;
-    pub(crate) const SOURCE_LOCATION_IID: u32 = 34;
-    pub(crate) const DOUBLE_COUNTER_VALUE: u32 = 44;
-    pub(crate) const FLOW_IDS: u32 = 47;
-    pub(crate) const TERMINATING_FLOW_IDS: u32 = 48;
-    /// `DebugAnnotation`.
-    pub(crate) const ARG_NAME_IID: u32 = 1;
-    pub(crate) const ARG_BOOL: u32 = 2;
-    pub(crate) const ARG_UINT: u32 = 3;
-    pub(crate) const ARG_INT: u32 = 4;
-    pub(crate) const ARG_DOUBLE: u32 = 5;
-    pub(crate) const ARG_STRING: u32 = 6;
-    /// `InternedData`, and the iid and name of its entries.
-    pub(crate) const INTERNED_CATEGORIES: u32 = 1;
-    pub(crate) const INTERNED_NAMES: u32 = 2;
-    pub(crate) const INTERNED_ARG_NAMES: u32 = 3;
-    pub(crate) const INTERNED_SOURCE_LOCATIONS: u32 = 4;
-    pub(crate) const IID: u32 = 1;
-    pub(crate) const ENTRY_NAME: u32 = 2;
-    /// `SourceLocation` (after its iid).
-    pub(crate) const FILE_NAME: u32 = 2;
-    pub(crate) const FUNCTION_NAME: u32 = 3;
-    pub(crate) const LINE_NUMBER: u32 = 4;
-}
-
-/// A track event's type (`TrackEvent.Type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    Begin = 1,
-    End = 2,
-    Instant = 3,
-    Counter = 4,
-}
-
-/// An event's name.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Name<'a> {
-    /// None (a slice's end, a counter's value).
-    None,
-    /// A zone's location's name, interned by location.
-    Location(&'a Location),
-    /// Text interned by its contents (a span's name).
-    #[cfg(feature = "tracing")]
-    Interned(&'a str),
-    /// Text written in the event (a name used once: a frame's).
-    Inline(&'a str),
-}
-
-/// An argument's value (`DebugAnnotation`).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Value<'a> {
-    Uint(u64),
-    Int(i64),
-    Double(f64),
-    Bool(bool),
-    Str(&'a str),
-}
-
-impl<'a> From<&'a ArgValue> for Value<'a> {
-    fn from(value: &'a ArgValue) -> Self {
-        match value {
-            ArgValue::Int(v) => Self::Int(*v),
-            ArgValue::Uint(v) => Self::Uint(*v),
-            ArgValue::Float(v) => Self::Double(*v),
-            ArgValue::Bool(v) => Self::Bool(*v),
-            ArgValue::Str(v) => Self::Str(v),
-        }
-    }
-}
-
-/// A counter's value.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Counter {
-    Int(i64),
-    Double(f64),
-}
-
-/// One track event to write.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Event<'a> {
-    pub(super) kind: Kind,
-    /// When, on `CLOCK_MONOTONIC`.
-    pub(super) ns: i64,
-    pub(super) name: Name<'a>,
-    pub(super) category: Option<&'a str>,
-    /// Its source location (interned), and, for a dynamic one, its arguments.
-    pub(super) source: Option<&'a Location>,
-    /// Its track, when not the sequence's.
-    pub(super) track: Option<u64>,
-    /// A flow that starts (or goes on) at this slice.
-    pub(super) flow_out: Option<u64>,
-    /// A flow that ends at this slice.
-    pub(super) flow_in: Option<u64>,
-    pub(super) args: &'a [(&'a str, Value<'a>)],
-    pub(super) counter: Option<Counter>,
-}
-
-impl<'a> Event<'a> {
-    /// An event of `kind` at `ns`, with nothing else.
-    pub(super) fn new(kind: Kind, ns: i64) -> Self {
-        Self {
-            kind,
-            ns,
-            name: Name::None,
-            category: None,
-            source: None,
-            track: None,
-            flow_out: None,
-            flow_in: None,
-            args: &[],
-            counter: None,
-        }
-    }
-}
 
 /// Ids of one kind of interned entry: static locations by address (a `&'static` is never
 /// freed, so no other location has it), everything else by its text.
@@ -224,13 +76,31 @@ struct Incremental {
     categories: Interner,
     locations: Interner,
     arg_names: Interner,
-    /// The ids of static locations written lately, by address (direct-mapped: a zone's
-    /// begin skips both lookups on a hit). Address 0: empty.
-    recent: [(usize, u64, u64); RECENT],
+    /// Entries interned, all kinds together (their lengths' sum, kept: read per packet).
+    interned: usize,
+    /// The begin events of static locations written lately, by address (direct-mapped: a
+    /// zone's begin skips both lookups on a hit).
+    recent: [Recent; RECENT],
 }
 
-/// Entries of `Incremental::recent`.
+/// Entries of `Incremental::recent`: more than the kernels of a command buffer (the demo's
+/// 6 locations, a training step's dozen), few enough that the array stays in a few cache
+/// lines of the sequence.
 const RECENT: usize = 16;
+
+/// The longest `track_event` of a begin from `Incremental::recent`: its type (2 bytes), its
+/// name's iid and its source location's (a key of 1 and of 2 bytes, and an iid of at most
+/// 2 bytes each: an iid is at most a few past `MAX_INTERNED`, under 2¹⁴).
+const RECENT_BODY: usize = 9;
+
+/// A static location's begin event, its `track_event` contents ready to copy.
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    /// The location's address; 0: empty.
+    address: usize,
+    len: u8,
+    body: [u8; RECENT_BODY],
+}
 
 impl Incremental {
     fn new(last_ns: i64) -> Self {
@@ -240,7 +110,8 @@ impl Incremental {
             categories: Interner::default(),
             locations: Interner::default(),
             arg_names: Interner::default(),
-            recent: [(0, 0, 0); RECENT],
+            interned: 0,
+            recent: [Recent { address: 0, len: 0, body: [0; RECENT_BODY] }; RECENT],
         }
     }
 
@@ -250,7 +121,7 @@ impl Incremental {
     }
 
     fn interned(&self) -> usize {
-        self.names.len() + self.categories.len() + self.locations.len() + self.arg_names.len()
+        self.interned
     }
 }
 
@@ -266,6 +137,11 @@ pub(super) struct Sequence {
     out_of_order: u64,
     /// Reused for a dynamic location's key.
     scratch: String,
+    /// `trusted_packet_sequence_id`, key and varint: the same in every packet.
+    id_field: ([u8; 6], u8),
+    /// Whether every begin of a static location names its source location (else the first
+    /// on the sequence, which interns it).
+    every_location: bool,
 }
 
 /// Key bytes of the fields the short ways write (all under 128: one byte each).
@@ -278,28 +154,47 @@ const NAME_IID_KEY: u8 = (field::NAME_IID << 3) as u8;
 /// `source_location_iid` (field 34): its key takes two bytes.
 const SOURCE_LOCATION_IID_KEY: [u8; 2] = [0x90, 0x02];
 
-/// Starts a packet the short way: its key, a length byte to fill in, its timestamp and
-/// sequence id. Returns where the length byte is.
+/// A slice's end: `track_event { type: TYPE_SLICE_END }`.
+const END_BODY: ([u8; RECENT_BODY], u8) = ([TYPE_KEY, Kind::End as u8, 0, 0, 0, 0, 0, 0, 0], 2);
+
+/// Writes `value` as a varint into `buf` at `at`; where it ends.
 #[inline]
-fn short_packet(out: &mut Vec<u8>, delta: u64, id: u32) -> usize {
-    // A short packet is at most 2 + 11 + 6 + 2 + 2 + 11 + 12 bytes.
-    out.reserve(64);
-    out.push(PACKET_KEY);
-    let length = out.len();
-    out.push(0);
-    out.push(TIMESTAMP_KEY);
-    wire::varint(out, delta);
-    out.push(SEQUENCE_ID_KEY);
-    wire::varint(out, u64::from(id));
-    length
+fn put_varint(buf: &mut [u8], mut at: usize, mut value: u64) -> usize {
+    while value >= 0x80 {
+        buf[at] = value as u8 | 0x80;
+        value >>= 7;
+        at += 1;
+    }
+    buf[at] = value as u8;
+    at + 1
 }
 
-/// Fills in the length byte at `at` (a short packet or its event: always under 128 bytes).
+/// The longest short packet: its key and length (2), timestamp (1 + 10), sequence id (6),
+/// `track_event` key and length (2) and contents.
+const SHORT_PACKET: usize = 2 + 11 + 6 + 2 + RECENT_BODY;
+
+/// Appends a short packet, `{ timestamp: delta, trusted_packet_sequence_id,
+/// track_event { body } }`, put together on the stack and appended at once (a packet of
+/// under 128 bytes: one-byte lengths). Every copy is of a fixed length, the unused tail
+/// dropped after (a copy of a length known only at run time is a call to `memcpy`: a
+/// profile found three a packet).
 #[inline]
-fn short_close(out: &mut [u8], at: usize) {
-    let len = out.len() - at - 1;
-    debug_assert!(len < 0x80);
-    out[at] = len as u8;
+fn short_packet(out: &mut Vec<u8>, delta: u64, id_field: ([u8; 6], u8), body: ([u8; RECENT_BODY], u8)) {
+    let mut packet = [0u8; SHORT_PACKET];
+    packet[0] = PACKET_KEY;
+    packet[2] = TIMESTAMP_KEY;
+    let mut at = put_varint(&mut packet, 3, delta);
+    packet[at..at + 6].copy_from_slice(&id_field.0);
+    at += usize::from(id_field.1);
+    packet[at] = TRACK_EVENT_KEY;
+    packet[at + 1] = body.1;
+    at += 2;
+    packet[at..at + RECENT_BODY].copy_from_slice(&body.0);
+    at += usize::from(body.1);
+    packet[1] = (at - 2) as u8;
+    let start = out.len();
+    out.extend_from_slice(&packet);
+    out.truncate(start + at);
 }
 
 /// Writes a `Trace.packet` holding what `contents` writes.
@@ -310,9 +205,20 @@ pub(super) fn packet(out: &mut Vec<u8>, contents: impl FnOnce(&mut Vec<u8>)) {
 }
 
 impl Sequence {
-    /// Sequence `id`, its events on `track` by default.
-    pub(super) fn new(id: u32, track: u64) -> Self {
-        Self { id, track, state: None, out_of_order: 0, scratch: String::new() }
+    /// Sequence `id`, its events on `track` by default; `every_location`: every begin of a
+    /// static location names its source location, not only the first (which interns it).
+    pub(super) fn new(id: u32, track: u64, every_location: bool) -> Self {
+        let mut id_field = [SEQUENCE_ID_KEY, 0, 0, 0, 0, 0];
+        let len = put_varint(&mut id_field, 1, u64::from(id)) as u8;
+        Self {
+            id,
+            track,
+            state: None,
+            out_of_order: 0,
+            scratch: String::new(),
+            id_field: (id_field, len),
+            every_location,
+        }
     }
 
     /// Events it wrote with an absolute time (earlier than the event before them).
@@ -354,58 +260,67 @@ impl Sequence {
 
     /// The state, when an event at `ns` can take the short way: started, room left for
     /// interned entries, and not earlier than the event before.
-    fn ready(&mut self, ns: i64) -> Option<&mut Incremental> {
-        self.state.as_mut().filter(|state| ns >= state.last_ns && state.interned() < MAX_INTERNED)
+    fn ready(state: &mut Option<Incremental>, ns: i64) -> Option<&mut Incremental> {
+        state.as_mut().filter(|state| ns >= state.last_ns && state.interned() < MAX_INTERNED)
     }
 
     /// A slice's end at `ns` (most packets of a trace): the packet's bytes written at once.
     pub(super) fn end(&mut self, out: &mut Vec<u8>, ns: i64) {
-        let id = self.id;
-        let Some(state) = self.ready(ns) else { return self.write(out, &Event::new(Kind::End, ns)) };
+        let Some(state) = Self::ready(&mut self.state, ns) else {
+            return self.write(out, &Event::new(Kind::End, ns));
+        };
         let delta = (ns - state.last_ns) as u64;
         state.last_ns = ns;
-        let length = short_packet(out, delta, id);
-        // track_event { type: TYPE_SLICE_END }: key, length 2, key, value.
-        out.extend_from_slice(&[TRACK_EVENT_KEY, 2, TYPE_KEY, Kind::End as u8]);
-        short_close(out, length);
+        short_packet(out, delta, self.id_field, END_BODY);
     }
 
-    /// `event`, a zone's begin: at once when its static location's ids are known on this
-    /// sequence and it has neither arguments nor flow, else the general way.
-    pub(super) fn begin(&mut self, out: &mut Vec<u8>, event: &Event<'_>) {
-        if let (Name::Location(Location::Static(source)), None, true) =
-            (event.name, event.flow_in, event.args.is_empty())
-        {
-            let address = *source as *const SourceLocation as usize;
-            let id = self.id;
-            if let Some(state) = self.ready(event.ns) {
-                let (known, name, location) = state.recent[Incremental::slot(address)];
-                if known == address {
-                    let delta = (event.ns - state.last_ns) as u64;
-                    state.last_ns = event.ns;
-                    let length = short_packet(out, delta, id);
-                    out.extend_from_slice(&[TRACK_EVENT_KEY, 0, TYPE_KEY, Kind::Begin as u8, NAME_IID_KEY]);
-                    let event_length = out.len() - 4;
-                    wire::varint(out, name);
-                    out.extend_from_slice(&SOURCE_LOCATION_IID_KEY);
-                    wire::varint(out, location);
-                    short_close(out, event_length);
-                    short_close(out, length);
-                    return;
-                }
-            }
-            self.write(out, event);
-            if let Some(state) = self.state.as_mut() {
-                let (Some(&name), Some(&location)) =
-                    (state.names.by_address.get(&address), state.locations.by_address.get(&address))
-                else {
-                    return;
-                };
-                state.recent[Incremental::slot(address)] = (address, name, location);
-            }
-            return;
+    /// The begin of a zone of static location `source` at `ns`, with neither arguments nor
+    /// flow, at once when its event is known on this sequence; whether it was written (if
+    /// not, write it with [`begin`](Self::begin)).
+    #[inline]
+    pub(super) fn begin_known(
+        &mut self,
+        out: &mut Vec<u8>,
+        ns: i64,
+        source: &'static SourceLocation,
+    ) -> bool {
+        let address = source as *const SourceLocation as usize;
+        let Some(state) = Self::ready(&mut self.state, ns) else { return false };
+        let recent = &state.recent[Incremental::slot(address)];
+        if recent.address != address {
+            return false;
         }
+        let delta = (ns - state.last_ns) as u64;
+        state.last_ns = ns;
+        short_packet(out, delta, self.id_field, (recent.body, recent.len));
+        true
+    }
+
+    /// `event`, a zone's begin, written the general way; a static location's begin with
+    /// neither arguments nor flow is then known ([`begin_known`](Self::begin_known)).
+    pub(super) fn begin(&mut self, out: &mut Vec<u8>, event: &Event<'_>) {
         self.write(out, event);
+        let (Name::Location(Location::Static(source)), None, true) =
+            (event.name, event.flow_in, event.args.is_empty())
+        else {
+            return;
+        };
+        let address = *source as *const SourceLocation as usize;
+        let every_location = self.every_location;
+        let Some(state) = self.state.as_mut() else { return };
+        let (Some(&name), Some(&location)) =
+            (state.names.by_address.get(&address), state.locations.by_address.get(&address))
+        else {
+            return;
+        };
+        let mut body = [0; RECENT_BODY];
+        body[..3].copy_from_slice(&[TYPE_KEY, Kind::Begin as u8, NAME_IID_KEY]);
+        let mut at = put_varint(&mut body, 3, name);
+        if every_location {
+            body[at..at + 2].copy_from_slice(&SOURCE_LOCATION_IID_KEY);
+            at = put_varint(&mut body, at + 2, location);
+        }
+        state.recent[Incremental::slot(address)] = Recent { address, len: at as u8, body };
     }
 
     /// Writes `event` as one packet (after the packet that starts the sequence, if it has
@@ -431,7 +346,7 @@ impl Sequence {
             self.out_of_order += 1;
         }
         wire::uint(out, field::SEQUENCE_ID, u64::from(self.id));
-        let ids = intern(out, state, &mut self.scratch, event);
+        let ids = intern(out, state, &mut self.scratch, event, self.every_location);
         track_event(out, event, ids, &mut state.arg_names);
         close(out, nested);
     }
@@ -448,7 +363,13 @@ struct Ids {
 /// Looks up (or adds) the ids of `event`'s interned entries, writing the packet's
 /// `interned_data` with those that are new; argument names' ids are looked up again when
 /// the arguments are written (they are all there by then).
-fn intern(out: &mut Vec<u8>, state: &mut Incremental, scratch: &mut String, event: &Event<'_>) -> Ids {
+fn intern(
+    out: &mut Vec<u8>,
+    state: &mut Incremental,
+    scratch: &mut String,
+    event: &Event<'_>,
+    every_location: bool,
+) -> Ids {
     let before = out.len();
     let interned = open(out, field::INTERNED_DATA);
     let contents = out.len();
@@ -469,6 +390,7 @@ fn intern(out: &mut Vec<u8>, state: &mut Incremental, scratch: &mut String, even
         let (iid, new) = state.names.id(key);
         if new {
             entry(out, field::INTERNED_NAMES, iid, text);
+            state.interned += 1;
         }
         ids.name = Some(iid);
     }
@@ -476,6 +398,7 @@ fn intern(out: &mut Vec<u8>, state: &mut Incremental, scratch: &mut String, even
         let (iid, new) = state.categories.id(Key::Text(category));
         if new {
             entry(out, field::INTERNED_CATEGORIES, iid, category);
+            state.interned += 1;
         }
         ids.category = Some(iid);
     }
@@ -488,8 +411,13 @@ fn intern(out: &mut Vec<u8>, state: &mut Incremental, scratch: &mut String, even
             wire::bytes(out, field::FUNCTION_NAME, location.function().as_bytes());
             wire::uint(out, field::LINE_NUMBER, u64::from(location.line()));
             close(out, nested);
+            state.interned += 1;
         }
-        ids.source = Some(iid);
+        // A static location's later zones on the sequence name it only when asked: its
+        // first names it, and a static location is one name.
+        if new || every_location || matches!(location, Location::Dynamic(_)) {
+            ids.source = Some(iid);
+        }
     }
     let location_args = event.source.map_or(&[][..], Location::args);
     let arg_names =
@@ -498,6 +426,7 @@ fn intern(out: &mut Vec<u8>, state: &mut Incremental, scratch: &mut String, even
         let (iid, new) = state.arg_names.id(Key::Text(name));
         if new {
             entry(out, field::INTERNED_ARG_NAMES, iid, name);
+            state.interned += 1;
         }
     }
     if out.len() == contents {

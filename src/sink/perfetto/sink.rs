@@ -1,22 +1,20 @@
 //! The sink: [`PerfettoSink`] writes one context's zones, launches, counters and frames into
 //! its [`PerfettoTrace`]. `PerfettoTrace::sink` is here, so that the output knows no sink.
 
+use super::event::{Counter, Event, Kind, Name, Value};
 use super::output::{lock, PerfettoTrace, TraceOutput, Track};
-use super::rows::{Placing, Rows};
-use super::sequence::{Counter, Event, Kind, Name, Sequence, Value};
+use super::rows::{Placing, Rows, IDLE_NS};
+use super::sequence::Sequence;
 use crate::backend::Lane;
 use crate::launch::Launch;
-use crate::sink::counters::{CounterFilter, COUNTER_NAMES, LAG};
-use crate::sink::{ContextInfo, CounterSample, FrameMark, Sink, Zone, ZoneBatch};
+use crate::location::Location;
+use crate::sink::counters::{CounterFilter, COUNTERS, COUNTER_NAMES, LAG};
+use crate::sink::{ClockDiscontinuity, ContextInfo, CounterSample, FrameMark, Sink, Zone, ZoneBatch};
 use rustc_hash::FxHashMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Launch sequences (one per lane and recording thread) a sink keeps; past it, it starts
-/// them all afresh.
-const MAX_LAUNCH_SEQUENCES: usize = 4096;
 
 impl PerfettoTrace {
     /// A new sink writing into this trace. Give each context its own.
@@ -26,9 +24,10 @@ impl PerfettoTrace {
             cpu_pid: self.cpu_pid,
             context: None,
             rows: Rows::default(),
-            launches: FxHashMap::default(),
+            launches: Launches::default(),
             counters: None,
             frames: None,
+            clock: None,
             gpu_times: false,
             zones: 0,
             ancestors: Vec::new(),
@@ -51,7 +50,7 @@ struct Opened {
 struct CounterTracks {
     filter: CounterFilter,
     /// Made when the context opens.
-    tracks: Option<([u64; 4], Sequence)>,
+    tracks: Option<([u64; COUNTERS], Sequence)>,
 }
 
 /// Writes a context's zones into a Perfetto trace (module docs: what goes where).
@@ -74,10 +73,12 @@ pub struct PerfettoSink {
     context: Option<Opened>,
     rows: Rows,
     /// Launch slices, one sequence per lane and recording thread: each in recording order.
-    launches: FxHashMap<(Lane, u64), Sequence>,
+    launches: Launches,
     counters: Option<CounterTracks>,
     /// The frames' track and sequence.
     frames: Option<Sequence>,
+    /// The context's clock track: its discontinuities.
+    clock: Option<Sequence>,
     gpu_times: bool,
     zones: u64,
     /// The batch's zones still open at the zone being written (reused).
@@ -117,6 +118,15 @@ impl PerfettoSink {
         self
     }
 
+    /// Also names every zone's source location (file, function, line: 3 bytes a zone more).
+    /// By default a zone names it only where it is the first of its location on its track,
+    /// which defines it: a static location is one name, so its other zones are at the same
+    /// place. Off by default. (A dynamic location's zones always name theirs.)
+    pub fn with_source_locations(mut self, on: bool) -> Self {
+        self.rows.every_location = on;
+        self
+    }
+
     /// Zones this sink wrote so far.
     pub fn zones_written(&self) -> u64 {
         self.zones
@@ -126,7 +136,7 @@ impl PerfettoSink {
     /// event before them on their sequence (0 unless the sink's order assumptions fail; the
     /// trace stays valid either way).
     pub fn out_of_order(&self) -> u64 {
-        let launches: u64 = self.launches.values().map(Sequence::out_of_order).sum();
+        let launches = self.launches.out_of_order();
         let counters =
             self.counters.as_ref().and_then(|c| c.tracks.as_ref()).map_or(0, |(_, s)| s.out_of_order());
         let frames = self.frames.as_ref().map_or(0, Sequence::out_of_order);
@@ -134,35 +144,68 @@ impl PerfettoSink {
     }
 }
 
-/// Writes a zone's launch: a slice on the recording thread's track, named after the zone,
-/// from just before the backend's record call to just after it, where flow `flow` starts.
-fn write_launch(
-    out: &mut TraceOutput,
-    sequences: &mut FxHashMap<(Lane, u64), Sequence>,
-    (cpu_pid, offset): (u32, i64),
-    zone: &Zone,
-    launch: &Launch,
-    flow: u64,
-) {
-    let key = (zone.lane, launch.thread);
-    if !sequences.contains_key(&key) {
-        if sequences.len() >= MAX_LAUNCH_SEQUENCES {
-            sequences.clear();
+/// The launch slices' sequences, one per lane and recording thread (a thread launches in
+/// order on a lane, not across lanes), each with the end of its latest launch. They are
+/// forgotten as the rows' lanes are (`rows.rs`): once idle for [`IDLE_NS`] of the launches'
+/// time, at most once per `IDLE_NS`; a thread's track is the same whatever its sequence.
+#[derive(Debug, Default)]
+struct Launches {
+    sequences: FxHashMap<(Lane, u64), (Sequence, i64)>,
+    /// The latest end of a launch written.
+    newest: i64,
+    /// `newest` when idle sequences were last forgotten.
+    swept_at: i64,
+    /// Events written out of time order by the sequences forgotten.
+    forgotten_out_of_order: u64,
+}
+
+impl Launches {
+    /// Writes a zone's launch: a slice on the recording thread's track, named after the
+    /// zone, from just before the backend's record call to just after it, where flow `flow`
+    /// starts.
+    fn write(
+        &mut self,
+        out: &mut TraceOutput,
+        (cpu_pid, offset): (u32, i64),
+        zone: &Zone,
+        launch: &Launch,
+        flow: u64,
+    ) {
+        if self.newest.saturating_sub(self.swept_at) >= IDLE_NS {
+            let since = self.newest.saturating_sub(IDLE_NS);
+            let forgotten = &mut self.forgotten_out_of_order;
+            self.sequences.retain(|_, (sequence, last)| {
+                let kept = *last >= since;
+                if !kept {
+                    *forgotten += sequence.out_of_order();
+                }
+                kept
+            });
+            self.swept_at = self.newest;
         }
-        let track = out.cpu_thread_track(cpu_pid, launch.thread);
-        sequences.insert(key, Sequence::new(out.sequence_id(), track));
+        let begin = launch.host_begin_ns.saturating_add(offset);
+        let end = launch.host_end_ns.saturating_add(offset).max(begin);
+        let (sequence, last) = self.sequences.entry((zone.lane, launch.thread)).or_insert_with(|| {
+            let track = out.cpu_thread_track(cpu_pid, launch.thread);
+            (Sequence::new(out.sequence_id(), track, false), i64::MIN)
+        });
+        let slice = Event {
+            name: Name::Location(&zone.location),
+            category: Some("launch"),
+            flow_out: Some(flow),
+            ..Event::new(Kind::Begin, begin)
+        };
+        sequence.write(out.staged(), &slice);
+        sequence.write(out.staged(), &Event::new(Kind::End, end));
+        *last = end;
+        self.newest = self.newest.max(end);
     }
-    let Some(sequence) = sequences.get_mut(&key) else { return };
-    let begin = launch.host_begin_ns.saturating_add(offset);
-    let end = launch.host_end_ns.saturating_add(offset).max(begin);
-    let slice = Event {
-        name: Name::Location(&zone.location),
-        category: Some("launch"),
-        flow_out: Some(flow),
-        ..Event::new(Kind::Begin, begin)
-    };
-    sequence.write(out.staged(), &slice);
-    sequence.write(out.staged(), &Event::new(Kind::End, end));
+
+    /// Events written out of time order, over every sequence.
+    fn out_of_order(&self) -> u64 {
+        let kept: u64 = self.sequences.values().map(|(sequence, _)| sequence.out_of_order()).sum();
+        kept + self.forgotten_out_of_order
+    }
 }
 
 impl Sink for PerfettoSink {
@@ -178,7 +221,7 @@ impl Sink for PerfettoSink {
         let name = format!("{} ({})", context.name, context.backend);
         out.describe(Track { ordered_children: true, ..Track::named(track, &name) }, false);
         if let Some(counters) = self.counters.as_mut() {
-            let mut tracks = [0; 4];
+            let mut tracks = [0; COUNTERS];
             for (uuid, name) in tracks.iter_mut().zip(COUNTER_NAMES) {
                 *uuid = out.uuid();
                 out.describe(
@@ -186,12 +229,15 @@ impl Sink for PerfettoSink {
                     false,
                 );
             }
-            let sequence = Sequence::new(out.sequence_id(), tracks[0]);
+            let sequence = Sequence::new(out.sequence_id(), tracks[0], false);
             counters.tracks = Some((tracks, sequence));
         }
         let frames = out.uuid();
         out.describe(Track { parent: Some(track), rank: Some(0), ..Track::named(frames, "frames") }, false);
-        self.frames = Some(Sequence::new(out.sequence_id(), frames));
+        self.frames = Some(Sequence::new(out.sequence_id(), frames, false));
+        let clock = out.uuid();
+        out.describe(Track { parent: Some(track), rank: Some(0), ..Track::named(clock, "clock") }, false);
+        self.clock = Some(Sequence::new(out.sequence_id(), clock, false));
         self.context = Some(Opened { track, host_offset_ns });
         out.write_staged(false)
     }
@@ -213,6 +259,7 @@ impl Sink for PerfettoSink {
         // before it one level up.
         let ancestors = &mut self.ancestors;
         ancestors.clear();
+        let gpu_times = self.gpu_times;
         for (index, zone) in batch.zones.iter().enumerate() {
             ancestors.truncate(zone.depth as usize);
             let parent = ancestors.last().copied().filter(|_| zone.depth > 0);
@@ -223,9 +270,19 @@ impl Sink for PerfettoSink {
             // The launch first: its flow starts before the zone that ends it, in the file too.
             let flow = zone.launch.map(|launch| {
                 let flow = out.flow_id(self.cpu_pid);
-                write_launch(out, &mut self.launches, (self.cpu_pid, offset), zone, &launch, flow);
+                self.launches.write(out, (self.cpu_pid, offset), zone, &launch, flow);
                 flow
             });
+            let row = self.rows.place(out, opened.track, zone.lane, placing);
+            // Most zones: nested (no list or frame argument), no launch, a static location
+            // whose begin the row's sequence has written before.
+            if let (Some(_), None, false, Location::Static(source)) =
+                (parent, flow, gpu_times, &zone.location)
+            {
+                if row.sequence.begin_known(out.staged(), begin, source) {
+                    continue;
+                }
+            }
             let root = [
                 ("list", Value::Uint(batch.list_id)),
                 ("frame", Value::Uint(zone.frame.unwrap_or_default())),
@@ -236,7 +293,7 @@ impl Sink for PerfettoSink {
                 (Some(_), _) => &[],
             };
             let all;
-            let args = if self.gpu_times {
+            let args = if gpu_times {
                 let times = [
                     ("gpu_begin_ns", Value::Int(zone.gpu_begin_ns)),
                     ("gpu_end_ns", Value::Int(zone.gpu_end_ns)),
@@ -253,7 +310,6 @@ impl Sink for PerfettoSink {
                 args,
                 ..Event::new(Kind::Begin, begin)
             };
-            let row = self.rows.place(out, opened.track, zone.lane, placing);
             row.sequence.begin(out.staged(), &event);
         }
         self.rows.end_batch(out.staged());
@@ -274,6 +330,26 @@ impl Sink for PerfettoSink {
         };
         let mut out = lock(&self.out);
         frames.write(out.staged(), &event);
+        out.write_staged(false)
+    }
+
+    fn clock_discontinuity(
+        &mut self,
+        _context: &ContextInfo,
+        discontinuity: ClockDiscontinuity,
+    ) -> std::io::Result<()> {
+        let (Some(opened), Some(clock)) = (self.context, self.clock.as_mut()) else { return Ok(()) };
+        let args =
+            [("gpu_ns", Value::Int(discontinuity.gpu_ns)), ("jump_ns", Value::Int(discontinuity.jump_ns))];
+        let ns = discontinuity.host_ns.saturating_add(opened.host_offset_ns);
+        let event = Event {
+            name: Name::Inline("clock discontinuity"),
+            category: Some("clock"),
+            args: &args,
+            ..Event::new(Kind::Instant, ns)
+        };
+        let mut out = lock(&self.out);
+        clock.write(out.staged(), &event);
         out.write_staged(false)
     }
 

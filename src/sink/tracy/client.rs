@@ -46,6 +46,11 @@ pub trait TracyApi: Send {
     /// A frame mark of the frame set `name` (`tracy_client::Client::secondary_frame_mark`),
     /// at Tracy's clock now.
     fn frame_mark(&mut self, name: &str);
+    /// A message on Tracy's timeline now (`tracy_client::Client::message`): a discontinuity of
+    /// the clocks.
+    fn message(&mut self, text: &str) {
+        let _ = text;
+    }
 }
 
 /// Context ids taken by every [`TracyClient`] in this process.
@@ -254,5 +259,8 @@ impl TracyApi for TracyClient {
     fn frame_mark(&mut self, name: &str) {
         static FRAMES: Names<tracy_client::FrameName> = Names::new(std::collections::BTreeMap::new());
         self.client.secondary_frame_mark(interned(&FRAMES, name, tracy_client::FrameName::new_leak));
+    }
+    fn message(&mut self, text: &str) {
+        self.client.message(text, 0);
     }
 }

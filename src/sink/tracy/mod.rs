@@ -27,9 +27,13 @@
 //! A context is made when its lane first emits a zone (never for a named but unused stream).
 //! `N` counts the sink's own stream lanes in order of first use; a name given with
 //! [`TracingContext::name_stream`](crate::TracingContext::name_stream) replaces it (and
-//! renames the context if it already exists). A list whose lane moved on without it (it was
-//! held open past the collector's hold limit, `Config::hold_limit`) would go back in time
-//! on its stream's lane: it is shown on the late lane instead. A sink therefore holds at
+//! renames the context if it already exists). A list that begins before the end of the one
+//! before it on its lane by no more than the two times' bounds (the one before was placed
+//! high within its own, and the clock learnt better since: their true times are in order)
+//! stays on its lane, at its placed times: in Tracy, as in every sink, a zone is where the
+//! collector placed it. A list whose lane moved on without it by more (it was held open past
+//! the collector's hold limit, `Config::hold_limit`) would go back in time on its stream's
+//! lane: it is shown on the late lane instead. A sink therefore holds at
 //! most `max_stream_lanes + 3` contexts ([`TracySink::with_max_stream_lanes`], default
 //! [`DEFAULT_MAX_STREAM_LANES`]). Shared lanes cannot promise time order: graphs or streams
 //! that run at the same time cross there.
@@ -59,14 +63,13 @@
 //! Tracy shows a GPU time `t` of a calibrated context at `(t - gpu) + cpu`, where `gpu` is the
 //! time given with the context's *new context* message and `cpu` Tracy's clock when that
 //! message was emitted. This sink uploads each zone's *host* times (`Zone::host_begin_ns`,
-//! `Zone::host_end_ns`): the collector's one GPU-to-host mapping, which every sink shares, is
-//! monotone in GPU time and never moves a time already emitted. Each context is created with
-//! `gpu` = the host clock's reading at that moment, so Tracy shows a zone at the host time
-//! the collector gave it, on Tracy's timeline; durations are its host durations, the same as
-//! the Chrome trace's `dur` (the GPU's at the rate the mapping estimates for the host clock
-//! against the GPU's). No calibration message is ever sent: the mapping is
-//! already applied, so one would only restate it, and a calibration that moved a context
-//! would make back-to-back zones overlap in the viewer. Tracy's own clock and the host clock
+//! `Zone::host_end_ns`): placed once by the collector for every sink, one offset per list (so
+//! durations are the GPU's, exact, the same as the Chrome trace's `dur`), each within its
+//! bound of the truth. Each context is created with `gpu` = the host clock's reading at that
+//! moment, so Tracy shows a zone at the host time the collector gave it, on Tracy's timeline.
+//! No calibration message is ever sent: the placement is already applied, so one would only
+//! restate it, and a calibration that moved a context would make back-to-back zones overlap
+//! in the viewer. A discontinuity of the clocks is a Tracy message (`TracyApi::message`). Tracy's own clock and the host clock
 //! (`CLOCK_MONOTONIC`) may drift apart by a few ppm over a long capture; CPU zones and GPU
 //! zones then slide by that much.
 //!
@@ -95,7 +98,7 @@ mod ids;
 pub use client::{TracyApi, TracyClient};
 pub use ids::{TracyContextIds, TracyGpuKind, MAX_CONTEXTS};
 
-use super::{ContextInfo, CounterSample, FrameMark, Sink, Zone, ZoneBatch};
+use super::{ClockDiscontinuity, ContextInfo, CounterSample, FrameMark, Sink, Zone, ZoneBatch};
 use crate::backend::{Backend, Lane};
 use crate::location::{ArgValue, Location, SourceLocation};
 use std::borrow::Cow;
@@ -157,8 +160,8 @@ struct Track {
     /// The last time uploaded (Tracy's wrap check compares against it), or the time the
     /// context was made.
     last_time: i64,
-    /// The latest time uploaded, once any was.
-    latest: Option<i64>,
+    /// The latest time uploaded, once any was, and its bound (`Zone::host_end_bound_ns`).
+    latest: Option<(i64, u64)>,
 }
 
 /// The tracing context a sink was opened for.
@@ -170,7 +173,7 @@ struct Opened {
     reserved: Option<u8>,
     /// The frame set's name and the plots' (`PLOTS` after the context's name).
     frames: String,
-    plots: [String; 4],
+    plots: [String; 5],
 }
 
 /// The shared lanes.
@@ -221,7 +224,8 @@ pub struct TracySink<A: TracyApi = TracyClient> {
 }
 
 /// The plots' names after the context's, in `CounterSample` order.
-const PLOTS: [&str; 4] = ["slots in use", "zones dropped", "lists pending", "collection lag (us)"];
+const PLOTS: [&str; 5] =
+    ["slots in use", "zones dropped", "lists pending", "collection lag (us)", "clock bound (us)"];
 
 impl<A: TracyApi> std::fmt::Debug for TracySink<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -277,7 +281,8 @@ impl<A: TracyApi> TracySink<A> {
 
     /// Also plots the context's counters ([`CounterSample`]), one Tracy plot per counter named
     /// `"<context> / slots in use"`, `"... / zones dropped"`, `"... / lists pending"`,
-    /// `"... / collection lag (us)"`: a point per sample (once per emit phase), at Tracy's
+    /// `"... / collection lag (us)"`, `"... / clock bound (us)"` (the largest host-time bound
+    /// of the zones emitted since the sample before): a point per sample (once per emit phase), at Tracy's
     /// clock when it is sent, which is when it was sampled. Off unless asked: the collector
     /// samples nothing for a context none of whose sinks asked.
     pub fn with_plots(mut self) -> Self {
@@ -455,6 +460,19 @@ impl<A: TracyApi> Sink for TracySink<A> {
         Ok(())
     }
 
+    fn clock_discontinuity(
+        &mut self,
+        info: &ContextInfo,
+        discontinuity: ClockDiscontinuity,
+    ) -> io::Result<()> {
+        let text = format!(
+            "{}: clock discontinuity at GPU time {} ns: the offset jumped {} ns",
+            info.name, discontinuity.gpu_ns, discontinuity.jump_ns
+        );
+        self.api.message(&text);
+        Ok(())
+    }
+
     fn wants_counters(&self) -> bool {
         self.plots
     }
@@ -469,6 +487,7 @@ impl<A: TracyApi> Sink for TracySink<A> {
             Some(sample.zones_dropped as f64),
             Some(sample.lists_pending as f64),
             sample.lag_ns.map(|ns| ns as f64 / 1e3),
+            sample.clock_bound_ns.map(|ns| ns as f64 / 1e3),
         ];
         for (name, value) in opened.plots.iter().zip(values) {
             if let Some(value) = value {
@@ -486,11 +505,17 @@ impl<A: TracyApi> Sink for TracySink<A> {
         }
         let mut track = self.track_for(first.lane)?;
         let on_own_lane = self.tracks[track].lane.is_some();
-        if on_own_lane && self.tracks[track].latest.is_some_and(|latest| first.host_begin_ns < latest) {
+        let behind = |(latest, bound): (i64, u64)| {
+            let apart = bound.saturating_add(first.host_begin_bound_ns);
+            latest.checked_sub(first.host_begin_ns).is_some_and(|b| b > 0 && b as u64 > apart)
+        };
+        if on_own_lane && self.tracks[track].latest.is_some_and(behind) {
             // A list emitted after its lane moved on without it (the collector's hold limit):
-            // shown on the late lane, so that the stream's own lane never goes back in time.
+            // shown on the late lane, so that the stream's own lane never goes back in time
+            // by more than the times' bounds.
             track = self.shared(Shared::Late)?;
         }
+
         let mut open = std::mem::take(&mut self.open);
         // First pass: would any time look like a timer wrap to Tracy?
         let (mut last, mut back) = (self.tracks[track].last_time, 0);
@@ -516,8 +541,10 @@ impl<A: TracyApi> Sink for TracySink<A> {
         self.open = open;
         let track = &mut self.tracks[track];
         track.last_time = last;
-        let end = zones.iter().map(|z| z.host_end_ns).max().unwrap_or(last);
-        track.latest = Some(track.latest.map_or(end, |l| l.max(end)));
+        let end = zones.iter().map(|z| (z.host_end_ns, z.host_end_bound_ns)).max_by_key(|&(end, _)| end);
+        let end = end.unwrap_or((last, 0));
+        track.latest = Some(track.latest.map_or(end, |l| if end.0 > l.0 { end } else { l }));
+
         Ok(())
     }
 }

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Mutation testing with cargo-mutants (docs/verification.md, "Mutation testing"): the files
+# that carry the crate's promises (.cargo/mutants.toml), each group of files with the tests
+# that speak for it.
+#
+#   .ci/mutants.sh --check     cheap, in CI (no build): every mutant the last full run left
+#                              alive (missed, or caught only by a timeout) is listed in
+#                              .cargo/mutants-equivalent.txt with its reason, or it fails; it
+#                              also says how many of today's mutants that run did not see.
+#   .ci/mutants.sh [GROUP...]  the full run, by hand (some hours on 2 cores: a periodic run,
+#                              too long for CI): each group (all, or those named) in a copy of
+#                              HEAD under $MUTANTS_WORK (so the tree may change meanwhile), its
+#                              outcome into verify/mutants/GROUP/, and verify/mutants/summary.txt
+#                              updated. Commit what it wrote: that is the last full result.
+#
+# Needs cargo-mutants (`cargo install --locked cargo-mutants`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+RESULTS=verify/mutants
+EQUIVALENT=.cargo/mutants-equivalent.txt
+
+# name | the mutants (a regex on cargo-mutants' names) | cargo test's arguments.
+# Each group's tests are its files' unit tests (the whole library's: 12 s in debug, less the
+# bound property test where it is not the group's) and the integration tests that state its
+# promises, chosen to run in under a minute: the whole suite takes an hour.
+GROUP_LIST=(
+    "bounds|^src/collect/bounds\.rs:|--lib --test clock --test clock_worlds"
+    "mapping|^src/collect/mapping\.rs:|--lib --test clock --test clock_worlds"
+    "clock|^src/collect/clock\.rs:|--lib --test clock --test clock_worlds --test exact_times --test timestamps -- --skip collect::bounds"
+    "read|^src/collect/read\.rs:|--lib --test clock --test clock_worlds --test exact_times --test timestamps --test bad_input -- --skip collect::bounds"
+    "freelist|^src/slots/freelist\.rs:|--lib --test magazines --test lifecycle -- --skip collect::bounds"
+    "magazine|^src/slots/magazine/|--lib --test magazines --test lifecycle -- --skip collect::bounds"
+    "lanes|^src/shared/lanes/|--lib --test many_streams --test recording --test lifecycle -- --skip collect::bounds"
+    "assemble|^src/collect/activity/assemble\.rs:|--lib --test activities --test sources -- --skip collect::bounds"
+    "rows|^src/sink/perfetto/rows\.rs:|--features perfetto --lib --test perfetto -- --skip collect::bounds"
+)
+
+# A mutant's name without its line and column, which move with every edit above it.
+unplaced() { sed -E 's/^([^:]+):[0-9]+:[0-9]+: /\1: /'; }
+
+check() {
+    local alive unexplained
+    alive="$(cat "$RESULTS"/*/missed.txt "$RESULTS"/*/timeout.txt 2>/dev/null | unplaced | sort -u)"
+    unexplained="$(comm -23 <(printf '%s\n' "$alive" | sed '/^$/d') \
+        <(grep -v '^#' "$EQUIVALENT" | sed -E 's/ +# .*$//; /^$/d' | unplaced | sort -u))"
+    printf 'mutation testing: %s\n' "$(head -n 1 "$RESULTS/summary.txt")"
+    if [ -n "$unexplained" ]; then
+        printf 'FAILED: mutants left alive by the last full run and not in %s:\n' "$EQUIVALENT"
+        printf '  %s\n' "$unexplained"
+        exit 1
+    fi
+    printf 'every mutant left alive (%s) is listed as equivalent\n' "$(printf '%s\n' "$alive" | sed '/^$/d' | wc -l)"
+    if ! cargo mutants --version >/dev/null 2>&1; then
+        echo "(cargo-mutants is not installed: not compared with today's mutants)"
+        return
+    fi
+    local now seen unseen
+    now="$(cargo mutants --list 2>/dev/null | unplaced | sort -u)"
+    seen="$(cat "$RESULTS"/*/mutants.txt 2>/dev/null | unplaced | sort -u)"
+    unseen="$(comm -23 <(printf '%s\n' "$now") <(printf '%s\n' "$seen") | sed '/^$/d' | wc -l)"
+    printf '%s of the %s mutants of today'"'"'s tree were not in the last full run (files changed since)\n' \
+        "$unseen" "$(printf '%s\n' "$now" | wc -l)"
+}
+
+run() {
+    local work="${MUTANTS_WORK:-/tmp/gpu-event-pool-mutants}"
+    local commit
+    commit="$(git rev-parse HEAD)"
+    if ! git diff --quiet HEAD -- src tests Cargo.toml .cargo; then
+        echo "the run tests HEAD ($commit): commit first what it should see" >&2
+    fi
+    mkdir -p "$work"
+    rm -rf "$work/src"
+    git archive --format=tar HEAD | (mkdir -p "$work/src" && tar -x -C "$work/src")
+    local wanted=("$@") entry name re args
+    for entry in "${GROUP_LIST[@]}"; do
+        IFS='|' read -r name re args <<<"$entry"
+        if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " == *" $name "* ]]; then
+            continue
+        fi
+        printf '\n=== %s: %s\n' "$name" "$args"
+        local start=$SECONDS out="$work/out/$name"
+        rm -rf "$out"
+        mkdir -p "$out"
+        # In place in the copy: its target directory is reused from group to group. The
+        # targets and features go to every cargo call (`--cargo-arg`), so that each mutant
+        # builds only the group's tests, not all sixty; what follows `--` goes to the tests.
+        local cargo_args=() test_args=() word after=0
+        for word in $args; do
+            if [ "$word" = "--" ]; then
+                after=1
+            elif [ "$after" = 1 ]; then
+                test_args+=("$word")
+            else
+                cargo_args+=("--cargo-arg=$word")
+            fi
+        done
+        (cd "$work/src" && cargo mutants --in-place --re "$re" -o "$out" "${cargo_args[@]}" \
+            ${test_args[@]+-- -- "${test_args[@]}"}) || true
+
+        mkdir -p "$RESULTS/$name"
+        # (cargo-mutants' --re lets a few "delete field" mutants of other files through:
+        # kept out, each is tested with its own file's group.)
+        for kind in caught missed timeout unviable; do
+            grep -E "$re" "$out/mutants.out/$kind.txt" | sort >"$RESULTS/$name/$kind.txt" || true
+        done
+        cat "$RESULTS/$name"/{caught,missed,timeout,unviable}.txt | sort >"$RESULTS/$name/mutants.txt"
+        printf '%s\t%s\t%s\n' "$commit" "$((SECONDS - start))" "$args" >"$RESULTS/$name/run.txt"
+    done
+    summary
+}
+
+summary() {
+    local name
+    {
+        printf 'last full run: %s mutants, %s left alive (%s)\n\n' \
+            "$(cat "$RESULTS"/*/mutants.txt | wc -l)" "$(cat "$RESULTS"/*/{missed,timeout}.txt | wc -l)" \
+            "$(cargo mutants --version)"
+        printf '%-9s %7s %6s %6s %7s %8s %7s  %-12s %s\n' \
+            group mutants caught missed timeout unviable seconds commit tests
+        for dir in "$RESULTS"/*/; do
+            name="$(basename "$dir")"
+            printf '%-9s %7s %6s %6s %7s %8s %7s  %-12s %s\n' "$name" \
+                "$(wc -l <"$dir/mutants.txt")" "$(wc -l <"$dir/caught.txt")" \
+                "$(wc -l <"$dir/missed.txt")" "$(wc -l <"$dir/timeout.txt")" \
+                "$(wc -l <"$dir/unviable.txt")" "$(cut -f2 "$dir/run.txt")" \
+                "$(cut -f1 "$dir/run.txt" | cut -c1-12)" "$(cut -f3 "$dir/run.txt")"
+        done
+    } >"$RESULTS/summary.txt"
+    cat "$RESULTS/summary.txt"
+}
+
+if [ "${1:-}" = "--check" ]; then
+    check
+else
+    run "$@"
+fi
