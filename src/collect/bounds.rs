@@ -304,8 +304,9 @@ mod tests {
         assert_eq!(tents.all().len(), MAX_TENTS, "thinned before the table was over full");
         tents.insert(MAX_TENTS as i64 * 1_000, 0);
         // Every other tent of the older half goes: the even-numbered ones from the oldest.
-        let older = (MAX_TENTS + 1) / 2;
-        assert_eq!(tents.all().len(), MAX_TENTS + 1 - older / 2);
+        let len = MAX_TENTS + 1;
+        let older = len / 2;
+        assert_eq!(tents.all().len(), len - older / 2);
         assert_eq!(tents.all()[0].gpu, 1_000, "the oldest goes, the second stays");
     }
 
