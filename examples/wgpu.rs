@@ -40,10 +40,25 @@ struct Workload {
     bind_groups: Vec<wgpu::BindGroup>,
 }
 
-fn main() -> Result<()> {
+fn main() {
+    // Errors print as sentences (their `Display`), and the process exits with 1.
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let path = args.next().unwrap_or_else(|| "target/wgpu-trace.json".to_owned());
-    let frames: u64 = args.next().map(|f| f.parse()).transpose()?.unwrap_or(10);
+    let frames: u64 = match args.next() {
+        Some(f) => f.parse().map_err(|e| format!("FRAMES must be a whole number, not {f:?}: {e}"))?,
+        None => 10,
+    };
+    // The trace's folder is made if it is not there (`target/` before the first build).
+    if let Some(dir) = std::path::Path::new(&path).parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
 
     let (device, queue) = open_device()?;
     let workload = Workload::new(&device);
@@ -52,7 +67,7 @@ fn main() -> Result<()> {
     let (lane, finished) = (backend.queue(), backend.keep_frames());
     let ctx = TracingContext::builder(backend)
         .name("wgpu")
-        .sink(ChromeTrace::create(&path)?.sink())
+        .sink(ChromeTrace::create(&path).map_err(|e| format!("cannot create the trace {path}: {e}"))?.sink())
         .sink(stats.sink())
         .sink(finished.sink())
         .collect_every(Duration::from_millis(2))
