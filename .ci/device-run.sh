@@ -7,6 +7,10 @@
 #   benches cuda, cupti, latency, phases (and vulkan, wgpu when a Vulkan loader is carried)
 #   interleaved  the CUPTI bench of a base build (.device-bench/bench-cupti-base, built by
 #           hand from the base commit) and of this one, in turns, three times each
+#   worlds  the clock's 100,000 generated worlds (tests/clock_worlds.rs, 16 threads)
+#   profile the phases bench's one collector (serial_batch32, 1 thread) under perf with
+#           DWARF call graphs: self time by symbol, and by caller (carry .perf/, made by
+#           ../shared/tools/perf-bundle .perf)
 #   phases-turns  the phases bench's one-collector variants of a base build
 #           (.device-bench/bench-phases-base) and of this one, in turns, three times each
 # The Vulkan loader: carry .gl/ (the device tool's README says how to fetch its debs); it is
@@ -65,6 +69,19 @@ for what in "$@"; do
                 echo "cupti $side $i: exit $?" | tee -a "$out/runs/summary.txt"
             done
         done ;;
+    worlds)
+        "$bin/test-clock_worlds" --ignored hundred_thousand_worlds --nocapture > "$out/runs/worlds.txt" 2>&1
+        echo "worlds: exit $?" | tee -a "$out/runs/summary.txt" ;;
+    profile)
+        [ -x .perf/perf ] || { echo "no .perf/perf" | tee -a "$out/runs/summary.txt"; continue; }
+        BENCH_PHASES_VARIANTS=serial_batch32 BENCH_PHASES_THREADS=1 BENCH_MACHINE="$machine" \
+            .perf/perf record -F 2000 -e cpu-clock --call-graph dwarf,8192 -o /tmp/phases.data -- \
+            "$bin/bench-phases" --bench > "$out/runs/profile-phases-run.txt" 2>&1
+        echo "profile phases: exit $?" | tee -a "$out/runs/summary.txt"
+        .perf/perf report -i /tmp/phases.data --stdio --no-children --sort symbol --percent-limit 0.3 -g none \
+            > "$out/runs/profile-phases-self.txt" 2>&1
+        .perf/perf report -i /tmp/phases.data --stdio --children --sort symbol --percent-limit 2 -g caller,0.5,callee,function,percent \
+            2>&1 | head -n 3000 > "$out/runs/profile-phases-callers.txt" ;;
     phases-turns)
         [ -x "$bin/bench-phases-base" ] || { echo "no $bin/bench-phases-base" | tee -a "$out/runs/summary.txt"; continue; }
         for i in 1 2 3; do
