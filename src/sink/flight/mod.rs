@@ -442,8 +442,8 @@ impl Sink for FlightRecorderSink {
     }
 
     fn counters(&mut self, _context: &ContextInfo, sample: &CounterSample) -> std::io::Result<()> {
-        if self.counters.as_mut().is_some_and(|every| every.due(sample.host_ns)) {
-            lock(&self.ring).counters(*sample, self.shared.bounds);
+        if let Some(sample) = self.counters.as_mut().and_then(|every| every.due(sample)) {
+            lock(&self.ring).counters(sample, self.shared.bounds);
         }
         Ok(())
     }
