@@ -130,6 +130,11 @@ impl WorldGpu {
         self.state().anchor_reads
     }
 
+    /// Anchors recorded so far (the base event's included).
+    pub fn anchors_recorded(&self) -> u32 {
+        self.state().anchors
+    }
+
     /// The simulated times of the events recorded since the last call, in order.
     pub fn take_stamps(&self) -> Vec<i64> {
         std::mem::take(&mut self.state().stamps)
