@@ -117,6 +117,12 @@ impl ConcurrentLists {
         self.last.retain(|_, last| last.end >= oldest);
     }
 
+    /// Streams remembered (a test's view of [`Self::forget_before`]).
+    #[cfg(test)]
+    pub(super) fn remembered(&self) -> usize {
+        self.last.len()
+    }
+
     /// The reports made since the last call.
     pub(super) fn take_reports(&mut self) -> Vec<Error> {
         std::mem::take(&mut self.reports)

@@ -135,6 +135,15 @@ impl<B: Backend> Emitter<B> {
         phase.error
     }
 
+    /// [`EventOrder::lanes_remembered`] of an event source; `None` for an activity source.
+    #[cfg(test)]
+    pub(crate) fn lanes_remembered(&self) -> Option<(usize, usize)> {
+        match &self.order {
+            Order::Events(order) => Some(order.lanes_remembered()),
+            Order::Activities(_) => None,
+        }
+    }
+
     /// Lists held back: read and waiting for an earlier list of their lane, or taken and
     /// waiting for their records.
     fn waiting_lists(&self) -> usize {
@@ -239,6 +248,12 @@ impl Drop for Flushing<'_> {
 }
 
 impl<B: Backend> Collector<B> {
+    /// [`Emitter::lanes_remembered`], the emitter's lock taken.
+    #[cfg(test)]
+    pub(crate) fn lanes_remembered(&self) -> Option<(usize, usize)> {
+        lock(&self.emitter).lanes_remembered()
+    }
+
     /// The collection of a new context: makes the emitter's clock (the base event) and opens
     /// the sinks, then the shared state with what the sinks are told about the context.
     pub(crate) fn new(

@@ -207,6 +207,12 @@ impl<B: Backend> TracingContext<B> {
     }
 
     /// The state lists and collectors share.
+    /// The emitter's lanes remembered ([`Collector::lanes_remembered`]).
+    #[cfg(test)]
+    pub(crate) fn lanes_remembered(&self) -> Option<(usize, usize)> {
+        self.shared.collector.lanes_remembered()
+    }
+
     fn inner(&self) -> &Inner<B> {
         &self.shared.collector.inner
     }

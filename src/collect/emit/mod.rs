@@ -218,6 +218,13 @@ impl<B: Backend> EventOrder<B> {
         self.concurrent.forget_before(oldest);
     }
 
+    /// Lanes whose ends are remembered, for lane order and for lists recorded side by side (a
+    /// test's view of the pruning at the end of each emit phase).
+    #[cfg(test)]
+    pub(crate) fn lanes_remembered(&self) -> (usize, usize) {
+        (self.lane_end.len(), self.concurrent.remembered())
+    }
+
     /// Lanes whose next place is held by a list still being recorded for longer than the
     /// hold limit, measured from when that list took the place (`Holder::started_ns`), while
     /// later lists of the lane wait: each moves on past that place (the list is emitted late
