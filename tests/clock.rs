@@ -4,6 +4,10 @@
 //! to the clock and each discontinuity is counted once (P3), and durations inside a list are
 //! the GPU's (P4). The named worlds here are the reproductions of what outside reviews found;
 //! `clock_worlds.rs` generates thousands more.
+//!
+//! Not under Miri: each world is seconds of simulated time in safe arithmetic (hours there);
+//! the pool and the collector those worlds go through are Miri's in the other tests.
+#![cfg(not(miri))]
 
 mod clock_common;
 mod trace_check;
