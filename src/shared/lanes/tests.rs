@@ -34,7 +34,9 @@ fn levels(table: &LaneTable) -> usize {
 #[test]
 fn lanes_in_use_at_once_each_have_an_entry_of_their_own() {
     let table = LaneTable::new();
-    let lanes = 4 * FIRST_LEVEL as u64;
+    // (Under Miri twice the first level: its first window is full by the 606th lane in the
+    // median, and the next level is made.)
+    let lanes = if cfg!(miri) { 2 } else { 4 } * FIRST_LEVEL as u64;
     let mut entries: Vec<u32> = (0..lanes).map(|k| take(&table, Lane::Graph(k)).entry).collect();
     assert!(levels(&table) > 1, "past the first level's windows, the next level is made");
     entries.sort_unstable();
