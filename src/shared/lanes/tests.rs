@@ -52,8 +52,8 @@ fn lanes_in_use_at_once_each_have_an_entry_of_their_own() {
 fn entries_of_lanes_done_serve_new_lanes_and_count_on() {
     let table = LaneTable::new();
     let mut last_seq_of_entry = std::collections::HashMap::new();
-    // Under Miri 1,000 (the first level's windows are met all the same: 1,024 entries).
-    for k in 0..if cfg!(miri) { 1_000 } else { 100_000u64 } {
+    // Under Miri 300: entries of lanes done are taken over all the same (64 windows).
+    for k in 0..if cfg!(miri) { 300 } else { 100_000u64 } {
         let place = take(&table, Lane::Stream(k));
         if let Some(before) = last_seq_of_entry.insert(place.entry, place.seq) {
             assert_eq!(place.seq, before + 1, "an entry's places go on from one lane to the next");
@@ -65,6 +65,10 @@ fn entries_of_lanes_done_serve_new_lanes_and_count_on() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "about a thousand lanes until one takes the entry over: a quarter of an hour under Miri"
+)]
 fn a_lane_whose_entry_went_to_another_lane_takes_a_new_one() {
     let table = LaneTable::new();
     // Lanes one after another until one takes over the entry of an earlier one.
