@@ -81,6 +81,9 @@ step "nightly toolchain for Miri and ThreadSanitizer"
 if nightly_with miri rust-src; then
     cargo +nightly --version
 
+    step "the public API: as listed in public-api.txt (rustdoc's JSON; .ci/public-api.sh --check)"
+    timed "public API" 900 bash .ci/public-api.sh --check
+
     step "Miri: library and non-loom tests (compare_exchange_weak fails spuriously here)"
     # Isolation off: the Chrome sink tests write trace files to a temporary directory.
     timed "Miri" 2700 env MIRIFLAGS="-Zmiri-disable-isolation" \
@@ -96,7 +99,7 @@ if nightly_with miri rust-src; then
         cargo +nightly miri test --test handoff
 
     step "ThreadSanitizer: library and tests, std rebuilt with the sanitizer"
-    # The ten-hour timestamp test simulates one hour here (it is 30 times slower under TSan).
+    # The 30-minute timestamp test simulates three here (it is 30 times slower under TSan).
     # allocator_may_return_null: a test asks for a page too large for any address space and
     # expects the allocation to fail, not the sanitizer's allocator to abort.
     timed "ThreadSanitizer" 1200 env RUSTFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR="$TARGET/tsan" \
