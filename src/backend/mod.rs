@@ -146,6 +146,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Whether [`retire`](Self::retire) does anything. `false` (the default): the crate never
     /// calls it.
     const RETIRES: bool = false;
+    /// Whether an event [`elapsed`](Self::elapsed) finds not yet complete is one the GPU had
+    /// not reached when asked: its completion is seen the moment its time is taken. Then
+    /// each ask that finds an anchor incomplete narrows its bound from below. `false` (the
+    /// default): completion may be seen after the time was taken (a readback, a driver's
+    /// flag written after the timestamp), and only the host reads around the record and the
+    /// first ask that found it complete bound the anchor. `true` only where it holds exactly:
+    /// the simulated GPU.
+    const COMPLETE_WHEN_REACHED: bool = false;
 
     /// A short name for reports ("sim", "cuda", "vulkan").
     fn name(&self) -> &'static str;

@@ -372,8 +372,9 @@ impl<B: Backend> Keeper<B> {
         }
         let read = || guarded("elapsed", || backend.elapsed(&newest.event, event));
         let Some(step) = read()? else {
-            // Not reached when asked: the read before the ask bounds it from below.
-            if !wait && !fresh {
+            // Not reached when asked: the read before the ask bounds it from below, where an
+            // event is seen complete the moment the GPU reaches it.
+            if B::COMPLETE_WHEN_REACHED && !wait && !fresh {
                 self.not_before_ns = self.not_before_ns.max(self.polled_ns);
             }
             return Ok(None);

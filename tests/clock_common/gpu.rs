@@ -181,6 +181,8 @@ const BAD_PAIR_NS: i64 = 10_000_000;
 
 impl Backend for WorldGpu {
     type Event = Event;
+    // The crate's simulated GPU underneath: an event is complete the moment it is stamped.
+    const COMPLETE_WHEN_REACHED: bool = true;
     type Stream = SimStream;
     type Graph = SimGraph;
     type GraphNode = SimGraphNode;

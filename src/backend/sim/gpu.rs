@@ -334,6 +334,8 @@ impl SimBackend {
 }
 
 impl Backend for SimBackend {
+    // The simulated GPU marks an event complete at the very time it stamps it.
+    const COMPLETE_WHEN_REACHED: bool = true;
     type Event = SimEvent;
     type Stream = SimStream;
     type Graph = SimGraph;
