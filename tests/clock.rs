@@ -308,3 +308,42 @@ fn an_anchor_found_incomplete_when_asked_is_bounded_from_that_ask_on() {
     let outcome = holds(&world);
     assert!(outcome.worst_bound <= 312_500, "bounds up to {} ns", outcome.worst_bound);
 }
+
+#[test]
+fn an_anchor_seen_complete_late_is_not_narrowed_by_the_asks_before() {
+    use clock_common::{Lagged, WorldGpu};
+    use gpu_event_pool::sink::memory::MemorySink;
+    use gpu_event_pool::{location, TracingContext};
+    // Anchors reached at once but seen complete 3 ms later (a readback): the asks in between
+    // find them incomplete although the GPU has reached them, and say nothing of when.
+    let gpu = WorldGpu::new(1, 0.0, Lateness::None, 0, None);
+    let sink = MemorySink::new();
+    let ctx = TracingContext::builder(Lagged::new(gpu.clone(), 3 * MS)).sink(sink.clone()).build().unwrap();
+    let stream = gpu.sim.stream();
+    let mut truths = Vec::new();
+    for _ in 0..400 {
+        let mut list = ctx.list();
+        list.zone_begin(&stream, location!("kernel")).unwrap();
+        gpu.sim.launch(&stream, 20 * US);
+        list.zone_end(&stream).unwrap();
+        ctx.submit(list).unwrap();
+        let stamps = gpu.take_stamps();
+        truths.push((gpu.truth(stamps[0]), gpu.truth(stamps[1])));
+        gpu.sim.advance(250 * US);
+        ctx.collect().unwrap();
+    }
+    ctx.flush().unwrap();
+    let zones = sink.zones();
+    assert_eq!(zones.len(), truths.len());
+    for (zone, (begin, end)) in zones.iter().zip(&truths) {
+        assert!(
+            zone.host_begin_ns.abs_diff(*begin) <= zone.host_begin_bound_ns
+                && zone.host_end_ns.abs_diff(*end) <= zone.host_end_bound_ns,
+            "a zone outside its bound: {} (bound {}) for {begin}, {} (bound {}) for {end}",
+            zone.host_begin_ns,
+            zone.host_begin_bound_ns,
+            zone.host_end_ns,
+            zone.host_end_bound_ns
+        );
+    }
+}

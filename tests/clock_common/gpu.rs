@@ -274,3 +274,79 @@ impl Backend for WorldGpu {
         host
     }
 }
+
+/// A world's GPU whose anchors are seen complete only `lag` ns after the GPU reached them (a
+/// readback, as on wgpu), and that says so: [`Backend::COMPLETE_WHEN_REACHED`] is `false`.
+#[derive(Clone)]
+pub struct Lagged {
+    pub gpu: WorldGpu,
+    lag: i64,
+}
+
+impl Lagged {
+    pub fn new(gpu: WorldGpu, lag: i64) -> Self {
+        Self { gpu, lag }
+    }
+}
+
+impl Backend for Lagged {
+    type Event = Event;
+    type Stream = SimStream;
+    type Graph = SimGraph;
+    type GraphNode = SimGraphNode;
+
+    fn name(&self) -> &'static str {
+        "lagged world sim"
+    }
+    fn create_event(&self) -> Result<Event, BackendError> {
+        self.gpu.create_event()
+    }
+    fn create_stream(&self) -> Result<SimStream, BackendError> {
+        self.gpu.create_stream()
+    }
+    fn stream_key(&self, stream: &SimStream) -> u64 {
+        self.gpu.stream_key(stream)
+    }
+    fn graph_key(&self, graph: &SimGraph) -> u64 {
+        self.gpu.graph_key(graph)
+    }
+    fn record(&self, event: &Event, stream: &SimStream) -> Result<(), BackendError> {
+        self.gpu.record(event, stream)
+    }
+    fn record_anchor(&self, event: &Event, stream: &SimStream) -> Result<Option<i64>, BackendError> {
+        self.gpu.record_anchor(event, stream)
+    }
+    fn add_graph_record_node(
+        &self,
+        event: &Event,
+        graph: &SimGraph,
+        dependencies: &[SimGraphNode],
+    ) -> Result<SimGraphNode, BackendError> {
+        self.gpu.add_graph_record_node(event, graph, dependencies)
+    }
+    fn is_complete(&self, event: &Event) -> Result<bool, BackendError> {
+        self.gpu.is_complete(event)
+    }
+    fn wait(&self, event: &Event) -> Result<(), BackendError> {
+        self.gpu.wait(event)?;
+        // The readback comes `lag` after the GPU reached the event.
+        if let Some(t) = event.sim.reached_at() {
+            let now = self.gpu.sim.now();
+            self.gpu.sim.advance((t + self.lag - now).max(0));
+        }
+        Ok(())
+    }
+    fn elapsed_ms(&self, start: &Event, end: &Event) -> Result<Option<f32>, BackendError> {
+        self.gpu.elapsed_ms(start, end)
+    }
+    fn elapsed(&self, start: &Event, end: &Event) -> Result<Option<Elapsed>, BackendError> {
+        let seen = |e: &Event| e.sim.reached_at().is_some_and(|t| t + self.lag <= self.gpu.sim.now());
+        if end.anchor.load(Ordering::Relaxed) && !seen(end) {
+            return Ok(None);
+        }
+        self.gpu.elapsed(start, end)
+    }
+    fn host_now_ns(&self) -> i64 {
+        self.gpu.host_now_ns()
+    }
+}

@@ -24,7 +24,7 @@
 mod gpu;
 mod run;
 
-pub use gpu::{Read, WorldGpu};
+pub use gpu::{Lagged, Read, WorldGpu};
 pub use run::{run, Outcome};
 
 pub const US: i64 = 1_000;
