@@ -97,6 +97,11 @@ pub use slots::{freelist, magazine};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The Chrome guide's smallest example, run as a doctest.
+#[cfg(all(doctest, feature = "enable"))]
+#[doc = include_str!("../docs/chrome.md")]
+pub struct ChromeGuideDoctests;
+
 /// The examples of docs/watch.md (counters, frames, statistics), run as doctests.
 #[cfg(all(doctest, feature = "enable"))]
 #[doc = include_str!("../docs/watch.md")]
