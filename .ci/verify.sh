@@ -86,7 +86,7 @@ if nightly_with miri rust-src; then
 
     step "Miri: library and non-loom tests (compare_exchange_weak fails spuriously here)"
     # Isolation off: the Chrome sink tests write trace files to a temporary directory.
-    timed "Miri" 2700 env MIRIFLAGS="-Zmiri-disable-isolation" \
+    timed "Miri" 3000 env MIRIFLAGS="-Zmiri-disable-isolation" \
         cargo +nightly miri test --lib --tests
 
     step "Miri: the CUPTI source's logic without a GPU (feature cupti: buffers, records, the record hand-off, the link bound)"
