@@ -15,7 +15,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// How long the held record call waits to be let go: far longer than the run takes anywhere
-/// (20 s natively; ThreadSanitizer's run of 100,000 streams took longer than 20 s, and Miri's
+/// (20 s was not: ThreadSanitizer's run of 100,000 streams took longer, and Miri's
 /// of 300 a minute), so a record that waited for it shows as the patience running out. Only a
 /// failing run waits for it.
 const PATIENCE: Duration = Duration::from_secs(if cfg!(miri) { 1_800 } else { 600 });
