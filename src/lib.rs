@@ -112,6 +112,11 @@ pub struct WatchGuideDoctests;
 #[doc = include_str!("../docs/cupti.md")]
 pub struct CuptiGuideDoctests;
 
+/// The NVTX guide's example, run as a doctest.
+#[cfg(all(doctest, feature = "nvtx"))]
+#[doc = include_str!("../docs/nvtx.md")]
+pub struct NvtxGuideDoctests;
+
 /// The Perfetto guide's examples, run as doctests.
 #[cfg(all(doctest, feature = "perfetto"))]
 #[doc = include_str!("../docs/perfetto.md")]
