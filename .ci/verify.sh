@@ -71,11 +71,11 @@ timed "loom build" 1200 env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_D
 timed "loom models" 900 env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_DIR="$TARGET/loom" \
     LOOM_MAX_PREEMPTIONS="$PREEMPTIONS" cargo test --release --features cupti --test 'loom_*'
 # The models built into the crate (loom-tests/head.rs: only slots/ can make the handles it
-# checks; loom-tests/cupti_flush.rs: the CUPTI source's queue is private). Only those: the
+# checks; loom-tests/cupti_flush.rs and gate.rs: the CUPTI source's queue and gate are private). Only those: the
 # crate's other unit tests are not loom models.
-timed "loom models in the crate (slots::loom_head, backend::cupti::flush::loom_flush)" 300 \
+timed "loom models in the crate (slots::loom_head, backend::cupti::flush::loom_flush, backend::activity::gate::loom_gate)" 300 \
     env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_DIR="$TARGET/loom" \
-    LOOM_MAX_PREEMPTIONS="$PREEMPTIONS" cargo test --release --features cupti --lib -- loom_head loom_flush
+    LOOM_MAX_PREEMPTIONS="$PREEMPTIONS" cargo test --release --features cupti --lib -- loom_head loom_flush loom_gate
 
 step "nightly toolchain for Miri and ThreadSanitizer"
 if nightly_with miri rust-src; then

@@ -93,7 +93,7 @@ mutation L5:first-record-outside-the-place-lock src/shared/lanes/mod.rs \
 mutation G4:gate-active-load-Relaxed src/backend/activity/gate.rs \
     "let target = self.active.load(Ordering::Acquire);" \
     "let target = self.active.load(Ordering::Relaxed);" \
-    "--test loom_activity a_callback_racing_the_gate_opening_sees_the_state_as_made" "Causality violation"
+    "--features cupti --lib loom_gate::a_callback_racing_the_gate_opening_sees_the_state_as_made" "Causality violation"
 
 # The record hand-off of the CUPTI source (backend/cupti/flush.rs), on RecordQueue::read.
 mutation H1:records-taken-before-the-reading-lock src/backend/cupti/flush.rs \
@@ -222,21 +222,21 @@ mutation M3:magazine-publish-CAS-Relaxed src/slots/magazine/free_slots.rs \
 mutation G1:gate-close-waits-with-a-load src/backend/activity/gate.rs \
     "while self.in_callback.fetch_add(0, Ordering::SeqCst) != 0 {" \
     "while self.in_callback.load(Ordering::SeqCst) != 0 {" \
-    "--test loom_activity a_callback_racing_the_gate_closing_never_touches_freed_state" \
+    "--features cupti --lib loom_gate::a_callback_racing_the_gate_closing_never_touches_freed_state" \
     "Causality violation|index out of bounds"
 mutation G2:gate-leave-Relaxed src/backend/activity/gate.rs \
     "self.0.fetch_sub(1, Ordering::SeqCst);" \
     "self.0.fetch_sub(1, Ordering::Relaxed);" \
-    "--test loom_activity a_callback_racing_the_gate_closing_never_touches_freed_state" "Causality violation"
+    "--features cupti --lib loom_gate::a_callback_racing_the_gate_closing_never_touches_freed_state" "Causality violation"
 mutation G3:gate-enter-Relaxed src/backend/activity/gate.rs \
     "self.in_callback.fetch_add(1, Ordering::SeqCst);" \
     "self.in_callback.fetch_add(1, Ordering::Relaxed);" \
-    "--test loom_activity a_callback_racing_the_gate_closing_never_touches_freed_state" \
+    "--features cupti --lib loom_gate::a_callback_racing_the_gate_closing_never_touches_freed_state" \
     "Causality violation|index out of bounds"
 mutation G5:gate-open-Relaxed src/backend/activity/gate.rs \
     "self.active.store(target, Ordering::SeqCst);" \
     "self.active.store(target, Ordering::Relaxed);" \
-    "--test loom_activity a_callback_racing_the_gate_opening_sees_the_state_as_made" "Causality violation"
+    "--features cupti --lib loom_gate::a_callback_racing_the_gate_opening_sees_the_state_as_made" "Causality violation"
 
 # The handle count (context/handle.rs): loom's RMWs read the newest value (an argument,
 # docs/verification.md, "Two orderings loom cannot see").

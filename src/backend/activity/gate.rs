@@ -17,14 +17,14 @@
 //! owner's read comes first, the increment reads from it and synchronizes with it: the swap of
 //! null happens before the callback's load, which reads null. (With a plain load instead of
 //! the owner's RMW, both orders need SeqCst's single total order, which loom does not model:
-//! the loom model below failed then.) Checked by the loom model `loom_activity`
-//! (`a_callback_racing_the_gate_closing_never_touches_freed_state`).
+//! the loom model below failed then.) Checked by the loom model `loom_gate`
+//! (`a_callback_racing_the_gate_closing_never_touches_freed_state`, built into the crate's tests).
 
 use crate::sync::{spin_wait, AtomicPtr, AtomicUsize, Ordering};
 
 /// The state callbacks reach (`T`), published by its owner and closed before it is freed.
 #[derive(Debug)]
-pub struct CallbackGate<T> {
+pub(crate) struct CallbackGate<T> {
     active: AtomicPtr<T>,
     in_callback: AtomicUsize,
 }
@@ -32,13 +32,13 @@ pub struct CallbackGate<T> {
 impl<T> CallbackGate<T> {
     /// A closed gate.
     #[cfg(not(gpu_event_pool_loom))]
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         Self { active: AtomicPtr::new(std::ptr::null_mut()), in_callback: AtomicUsize::new(0) }
     }
 
     /// A closed gate (loom's atomics are not `const`).
     #[cfg(gpu_event_pool_loom)]
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self { active: AtomicPtr::new(std::ptr::null_mut()), in_callback: AtomicUsize::new(0) }
     }
 
@@ -47,13 +47,13 @@ impl<T> CallbackGate<T> {
     /// # Safety
     /// `target` is null or valid for shared access from any thread until
     /// [`close`](Self::close) returns.
-    pub unsafe fn open(&self, target: *mut T) {
+    pub(crate) unsafe fn open(&self, target: *mut T) {
         self.active.store(target, Ordering::SeqCst);
     }
 
     /// Calls `f` with the target, or `None` when the gate is closed; the owner's `close`
     /// waits for `f` to return.
-    pub fn with<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
         // Acquire: when this reads from the owner's read of the count, the owner's swap of null
         // is seen below.
         self.in_callback.fetch_add(1, Ordering::SeqCst);
@@ -66,7 +66,7 @@ impl<T> CallbackGate<T> {
 
     /// Closes the gate, waits for every callback inside, and returns the target it held (the
     /// caller frees it: no callback reaches it any more).
-    pub fn close(&self) -> *mut T {
+    pub(crate) fn close(&self) -> *mut T {
         let target = self.active.swap(std::ptr::null_mut(), Ordering::SeqCst);
         // A read-modify-write, not a load (module doc): Release for a callback whose
         // increment reads from it, Acquire for the decrements it reads.
@@ -92,3 +92,9 @@ impl Drop for Leave<'_> {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+/// The loom models of the gate (`loom-tests/gate.rs`): built into the crate, since the gate is
+/// private.
+#[cfg(all(test, gpu_event_pool_loom))]
+#[path = "../../../loom-tests/gate.rs"]
+mod loom_gate;

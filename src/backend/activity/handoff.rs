@@ -9,7 +9,7 @@ use crate::sync::{lock, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 /// Batches of records between the thread that reads them and the collector.
 #[derive(Debug)]
-pub struct RecordHandoff<T, S = ()> {
+pub(crate) struct RecordHandoff<T, S = ()> {
     /// Held through a read, with what the reader keeps from read to read (`S`).
     reading: Mutex<S>,
     batches: Mutex<Vec<Vec<T>>>,
@@ -20,7 +20,7 @@ pub struct RecordHandoff<T, S = ()> {
 
 impl<T, S> RecordHandoff<T, S> {
     /// An empty hand-off of at most about `max_pending` records (a batch is queued whole).
-    pub fn new(max_pending: usize, state: S) -> Self {
+    pub(crate) fn new(max_pending: usize, state: S) -> Self {
         Self {
             reading: Mutex::new(state),
             batches: Mutex::new(Vec::new()),
@@ -32,7 +32,7 @@ impl<T, S> RecordHandoff<T, S> {
     /// Starts a read: waits for one in progress. `None` when `bounded` and the records
     /// waiting have reached the bound (the reader then leaves the source's records where they
     /// are).
-    pub fn begin_read(&self, bounded: bool) -> Option<Reading<'_, T, S>> {
+    pub(crate) fn begin_read(&self, bounded: bool) -> Option<Reading<'_, T, S>> {
         let guard = lock(&self.reading);
         if bounded && self.pending.load(Ordering::Relaxed) >= self.max_pending {
             return None;
@@ -41,35 +41,30 @@ impl<T, S> RecordHandoff<T, S> {
     }
 
     /// Moves every queued record to `out`, oldest batch first.
-    pub fn take(&self, out: &mut Vec<T>) {
+    pub(crate) fn take(&self, out: &mut Vec<T>) {
         let batches = std::mem::take(&mut *lock(&self.batches));
         for mut batch in batches {
             self.pending.fetch_sub(batch.len(), Ordering::Relaxed);
             out.append(&mut batch);
         }
     }
-
-    /// Records queued now.
-    pub fn pending(&self) -> usize {
-        self.pending.load(Ordering::Relaxed)
-    }
 }
 
 /// A read in progress: others wait until it is dropped.
 #[derive(Debug)]
-pub struct Reading<'a, T, S> {
+pub(crate) struct Reading<'a, T, S> {
     handoff: &'a RecordHandoff<T, S>,
     state: MutexGuard<'a, S>,
 }
 
 impl<T, S> Reading<'_, T, S> {
     /// What the reader keeps from read to read.
-    pub fn state(&mut self) -> &mut S {
+    pub(crate) fn state(&mut self) -> &mut S {
         &mut self.state
     }
 
     /// Queues a batch for the collector, before this read ends.
-    pub fn queue(&self, batch: Vec<T>) {
+    pub(crate) fn queue(&self, batch: Vec<T>) {
         if !batch.is_empty() {
             let mut batches = lock(&self.handoff.batches);
             self.handoff.pending.fetch_add(batch.len(), Ordering::Relaxed);

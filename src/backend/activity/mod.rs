@@ -11,11 +11,17 @@
 //! ([`Link`]). The collector reads the backend's [`ActivitySource`]: the work records and the
 //! links, and makes zones of them in each stream's GPU order (`collect/activity/`).
 
+// The CUPTI source's plumbing (crate-private): how its buffer callbacks reach the running
+// tracer, and the hand-off of records between its flush thread and a collector.
+#[cfg(feature = "cupti")]
 mod gate;
+#[cfg(feature = "cupti")]
 mod handoff;
 
-pub use gate::CallbackGate;
-pub use handoff::{Reading, RecordHandoff};
+#[cfg(feature = "cupti")]
+pub(crate) use gate::CallbackGate;
+#[cfg(feature = "cupti")]
+pub(crate) use handoff::RecordHandoff;
 
 use super::BackendError;
 use crate::location::Location;
