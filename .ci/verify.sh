@@ -26,7 +26,9 @@ PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 TARGET="${CARGO_TARGET_DIR:-target}"
 SUMMARY=()
 
-step() { printf '\n=== %s\n' "$*"; }
+# When each step began, in seconds since CI started (.ci/run sets CI_STARTED) or this script.
+CI_STARTED="${CI_STARTED:-$(date +%s)}"
+step() { printf '\n=== [%4d s] %s\n' "$(($(date +%s) - CI_STARTED))" "$*"; }
 
 banner() {
     printf '\n%s\n' "################################################################################"
