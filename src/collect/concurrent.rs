@@ -29,6 +29,40 @@ use crate::sink::Zone;
 use crate::sync::{AtomicUsize, Ordering};
 use std::collections::{HashMap, HashSet};
 
+/// A list's zones on its home lane: the first of them (its index, in begin order), their
+/// earliest begin and their latest end. Gathered by the emitter in the pass that places the
+/// list's zones on its anchor, for the order guard and for this check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct HomeSpan {
+    pub(super) first: usize,
+    pub(super) begin: i64,
+    pub(super) end: i64,
+}
+
+impl HomeSpan {
+    /// The span of `zones` on `home` (`None` if none is there).
+    #[cfg(test)]
+    pub(super) fn of(zones: &[Zone], home: Lane) -> Option<Self> {
+        let mut span = None;
+        for (index, zone) in zones.iter().enumerate() {
+            Self::add(&mut span, index, zone, home);
+        }
+        span
+    }
+
+    /// `span` with `zone`, the `index`th of its list, counted if it is on `home`.
+    #[inline]
+    pub(super) fn add(span: &mut Option<Self>, index: usize, zone: &Zone, home: Lane) {
+        if zone.lane != home {
+            return;
+        }
+        match span {
+            None => *span = Some(Self { first: index, begin: zone.gpu_begin_ns, end: zone.gpu_end_ns }),
+            Some(s) => (s.begin, s.end) = (s.begin.min(zone.gpu_begin_ns), s.end.max(zone.gpu_end_ns)),
+        }
+    }
+}
+
 /// The emitter's check for lists recorded on one stream at once.
 #[derive(Debug)]
 pub(super) struct ConcurrentLists {
@@ -66,22 +100,23 @@ impl ConcurrentLists {
         }
     }
 
-    /// `record`'s list, whose zones are `zones` (placed, in begin order), is emitted: counts
-    /// it in `counter` if it began on its home stream before the list emitted before it there
-    /// ended, and reports the first on each stream.
-    pub(super) fn check(&mut self, counter: &AtomicUsize, record: &ListRecord, zones: &[Zone]) {
+    /// `record`'s list, whose zones are `zones` (placed, in begin order; `on_home` those on
+    /// its home lane, `HomeSpan::of`), is emitted: counts it in `counter` if it began on its
+    /// home stream before the list emitted before it there ended, and reports the first on
+    /// each stream.
+    pub(super) fn check(
+        &mut self,
+        counter: &AtomicUsize,
+        record: &ListRecord,
+        zones: &[Zone],
+        on_home: Option<HomeSpan>,
+    ) {
         let home = record.lane;
         if !self.on || !matches!(home, Lane::Stream(_)) {
             return;
         }
-        let on_home = || zones.iter().filter(|z| z.lane == home);
-        let (Some(first), Some(begin), Some(end)) = (
-            on_home().next(),
-            on_home().map(|z| z.gpu_begin_ns).min(),
-            on_home().map(|z| z.gpu_end_ns).max(),
-        ) else {
-            return;
-        };
+        let Some(HomeSpan { first, begin, end }) = on_home else { return };
+        let first = &zones[first];
         let place = record.list_seq;
         let latest = LastList { place, end, list_id: record.list_id, location: first.location.clone() };
         let Some(last) = self.last.get_mut(&home) else {
@@ -152,7 +187,7 @@ mod tests {
     }
 
     fn check(lists: &mut ConcurrentLists, counter: &AtomicUsize, (record, zones): (ListRecord, Vec<Zone>)) {
-        lists.check(counter, &record, &zones);
+        lists.check(counter, &record, &zones, HomeSpan::of(&zones, record.lane));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use super::bounds::Tent;
 use super::clock::{reads_bound, Observation, Timeline};
-use super::concurrent::ConcurrentLists;
+use super::concurrent::{ConcurrentLists, HomeSpan};
 use super::deliver::{context_info, Phase};
 use super::mapping::{HostClock, ListReads, PointBound};
 use crate::backend::{guarded, Backend, BackendError, Lane};
@@ -365,18 +365,27 @@ impl<B: Backend> EventOrder<B> {
             return (self.unpassed.release_when_passed(ctx, chain), failure);
         };
         let mut zones = std::mem::take(&mut record.zones);
-        for zone in &mut zones {
+        // One pass places the zones on their anchor's GPU time and gathers what the order
+        // guard, the concurrency check and the host clock need of them (`ListSpan`): each
+        // further pass over a list's zones cost about a nanosecond a zone (docs/design.md,
+        // section 16).
+        let mut span = ListSpan::default();
+        for (index, zone) in zones.iter_mut().enumerate() {
             zone.gpu_begin_ns = zone.gpu_begin_ns.saturating_add(base);
             zone.gpu_end_ns = zone.gpu_end_ns.saturating_add(base);
             zone.frame = record.list_frame;
+            span.add(index, zone, record.lane);
         }
-        let shift = self.keep_lane_order(ctx, &mut zones, record.lane, drift, bound);
-        self.concurrent.check(&ctx.counters().concurrent_lists, &record, &zones);
+        let shift = self.keep_lane_order(ctx, &mut zones, span.home, record.lane, drift, bound);
+        if shift != 0 {
+            span = ListSpan::of(&zones, record.lane);
+        }
+        self.concurrent.check(&ctx.counters().concurrent_lists, &record, &zones, span.home);
         // How far its GPU times may be off those of its anchor: the placing read, the reads
         // inside the list, and the order guard's shift (the anchor's own `drift` counts only
         // as far as it differs from that of the bounds the list is placed with).
         let rounding = bound.saturating_add(record.list_rounding_ns).saturating_add(shift);
-        self.place_on_host(ctx, &record, &mut zones, drift, rounding.max(0));
+        self.place_on_host(ctx, &record, &mut zones, &span, drift, rounding.max(0));
         let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
         if let Some(e) = phase.delivery.zones(ctx, batch) {
             failure.get_or_insert(e);
@@ -397,6 +406,7 @@ impl<B: Backend> EventOrder<B> {
         ctx: &Inner<B>,
         record: &ListRecord,
         zones: &mut [Zone],
+        span: &ListSpan,
         drift: i64,
         rounding: i64,
     ) {
@@ -404,28 +414,9 @@ impl<B: Backend> EventOrder<B> {
             return;
         }
         let home = record.lane;
-        // One pass: the list's span, its home lane's earliest begin, and its best launch (every
-        // launch is a lower bound at its zone's begin: the best one goes to the clock, and the
-        // highest offset any of them asks for is a floor of the list's).
-        let (mut first, mut last, mut home_begin) = (i64::MAX, i64::MIN, i64::MAX);
-        let mut launch: Option<Tent> = None;
-        for z in zones.iter() {
-            (first, last) = (first.min(z.gpu_begin_ns), last.max(z.gpu_end_ns));
-            if z.lane == home {
-                home_begin = home_begin.min(z.gpu_begin_ns);
-            }
-            if let Some(l) = &z.launch {
-                let at = launch_floor(l).saturating_sub(z.gpu_begin_ns);
-                if launch.is_none_or(|best| at > best.at) {
-                    launch = Some(Tent { gpu: z.gpu_begin_ns, at });
-                }
-            }
-        }
-        let lane_floor = self
-            .lane_end
-            .get(&home)
-            .and_then(|lane| Some(lane.host_end?.saturating_sub(home_begin)))
-            .filter(|_| home_begin != i64::MAX);
+        let ListSpan { first, last, home: on_home, launch } = *span;
+        let lane_floor =
+            on_home.and_then(|h| Some(self.lane_end.get(&home)?.host_end?.saturating_sub(h.begin)));
         let reads = ListReads {
             first_host_ns: record.first_host_ns,
             read_host_ns: record.read_host_ns,
@@ -468,14 +459,12 @@ impl<B: Backend> EventOrder<B> {
         &mut self,
         ctx: &Inner<B>,
         zones: &mut [Zone],
+        on_home: Option<HomeSpan>,
         home: Lane,
         drift: i64,
         bound: i64,
     ) -> i64 {
-        let on_home = |z: &&Zone| z.lane == home;
-        let Some(begin) = zones.iter().filter(on_home).map(|z| z.gpu_begin_ns).min() else {
-            return 0;
-        };
+        let Some(HomeSpan { begin, end, .. }) = on_home else { return 0 };
         let last =
             self.lane_end.entry(home).or_insert(LaneEnd { end: i64::MIN, host_end: None, drift, bound: 0 });
         let overlap = last.end.saturating_sub(begin);
@@ -489,13 +478,54 @@ impl<B: Backend> EventOrder<B> {
             }
             ctx.counters().lists_shifted.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(end) = zones.iter().filter(on_home).map(|z| z.gpu_end_ns).max() {
-            if end >= last.end {
-                // A shifted list is off from its reads by the shift: the next list may be too.
-                *last = LaneEnd { end, host_end: last.host_end, drift, bound: bound + shift };
-            }
+        let end = end + shift;
+        if end >= last.end {
+            // A shifted list is off from its reads by the shift: the next list may be too.
+            *last = LaneEnd { end, host_end: last.host_end, drift, bound: bound + shift };
         }
         shift
+    }
+}
+
+/// What the emitter needs of a list's zones, gathered in one pass: the earliest begin
+/// (`first`) and the latest end (`last`), its zones on its home lane, and its best launch
+/// (every launch is a lower bound at its zone's begin: the best one goes to the clock, and
+/// the highest offset any of them asks for is a floor of the list's).
+#[derive(Debug, Clone, Copy)]
+struct ListSpan {
+    first: i64,
+    last: i64,
+    home: Option<HomeSpan>,
+    launch: Option<Tent>,
+}
+
+impl Default for ListSpan {
+    fn default() -> Self {
+        Self { first: i64::MAX, last: i64::MIN, home: None, launch: None }
+    }
+}
+
+impl ListSpan {
+    /// The span of `zones`, a list whose home lane is `home`.
+    fn of(zones: &[Zone], home: Lane) -> Self {
+        let mut span = Self::default();
+        for (index, zone) in zones.iter().enumerate() {
+            span.add(index, zone, home);
+        }
+        span
+    }
+
+    /// Counts `zone`, the `index`th of the list.
+    #[inline]
+    fn add(&mut self, index: usize, zone: &Zone, home: Lane) {
+        (self.first, self.last) = (self.first.min(zone.gpu_begin_ns), self.last.max(zone.gpu_end_ns));
+        HomeSpan::add(&mut self.home, index, zone, home);
+        if let Some(l) = &zone.launch {
+            let at = launch_floor(l).saturating_sub(zone.gpu_begin_ns);
+            if self.launch.is_none_or(|best| at > best.at) {
+                self.launch = Some(Tent { gpu: zone.gpu_begin_ns, at });
+            }
+        }
     }
 }
 
