@@ -380,7 +380,10 @@ fn a_list_held_open_past_the_hold_limit_is_reported_and_its_lane_moves_on() {
     let held_id = held.id();
     held.zone_begin(&stream, gpu_event_pool::location!("held open")).unwrap();
     let mut reports = Vec::new();
-    for i in 0..300 {
+    // The hold limit is passed at the 50th list; under Miri (where these lists took three and
+    // a half minutes) 30 more after it, elsewhere 250.
+    let lists = if cfg!(miri) { 80 } else { 300 };
+    for i in 0..lists {
         let mut list = ctx.list();
         list.zone_begin(&stream, gpu_event_pool::location!("later")).unwrap();
         sim.launch(&stream, 100_000);
@@ -400,14 +403,14 @@ fn a_list_held_open_past_the_hold_limit_is_reported_and_its_lane_moves_on() {
     );
     let stats = ctx.stats();
     assert_eq!((stats.lanes_released, stats.dropped_zones), (1, 0), "{stats:?}");
-    assert!(stats.zones_emitted >= 295, "{stats:?}");
+    assert!(stats.zones_emitted >= lists - 5, "{stats:?}");
 
     held.zone_end(&stream).unwrap();
     ctx.submit(held).unwrap();
     sim.advance(1_000_000);
     ctx.flush().unwrap();
     let stats = ctx.stats();
-    assert_eq!((stats.zones_emitted, stats.lists_late, stats.unaccounted()), (301, 1, 0), "{stats:?}");
+    assert_eq!((stats.zones_emitted, stats.lists_late, stats.unaccounted()), (lists + 1, 1, 0), "{stats:?}");
     assert_eq!(zones.zones().last().unwrap().location.name(), "held open", "emitted last, late");
     drop(ctx);
     let events: Vec<serde_json::Value> = serde_json::from_slice(&json.lock().unwrap()).unwrap();
