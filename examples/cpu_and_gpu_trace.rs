@@ -34,7 +34,15 @@ fn kernel_location(kernel: usize) -> &'static SourceLocation {
     }
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn main() {
+    // Errors print as sentences (their `Display`), and the process exits with 1.
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
     let output =
         PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "cpu_and_gpu_trace.json".to_owned()));
     let dir = std::env::temp_dir();
@@ -96,6 +104,11 @@ fn merge(inputs: &[&Path], output: &Path) -> Result<usize, Box<dyn Error>> {
         let text = std::fs::read_to_string(input)?;
         events.extend(serde_json::from_str::<Vec<Box<RawValue>>>(&text)?);
     }
-    std::fs::write(output, serde_json::to_string(&events)?)?;
+    // The trace's folder is made if it is not there.
+    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    std::fs::write(output, serde_json::to_string(&events)?)
+        .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
     Ok(events.len())
 }

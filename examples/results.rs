@@ -17,7 +17,15 @@ use std::time::Duration;
 
 const KERNELS: [(&str, i64); 3] = [("matmul", 40_000), ("softmax", 12_000), ("copy", 20_000)];
 
-fn main() -> Result<(), Box<dyn Error>> {
+fn main() {
+    // Errors print as sentences (their `Display`), and the process exits with 1.
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
     let gpu = SimBackend::realtime();
     let stream = gpu.stream();
     let (sink, results) = ResultsSink::channel();

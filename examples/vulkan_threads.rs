@@ -26,7 +26,15 @@ const FRAMES: usize = 20;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-fn main() -> Result<()> {
+fn main() {
+    // Errors print as sentences (their `Display`), and the process exits with 1.
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
     let device = VulkanDevice::open()?;
     let queue = device.queue(0).ok_or("the device has no queue")?;
     let spin = SpinShader::load(&device, &queue).ok();

@@ -21,8 +21,21 @@ const WINDOW: usize = 120;
 /// Lists in flight above which the loop waits, as a runtime waits on its fences.
 const IN_FLIGHT: usize = 8;
 
-fn main() -> Result<(), Box<dyn Error>> {
-    let path = std::env::args().nth(1).map_or_else(|| std::env::temp_dir().join("watch.json"), Into::into);
+fn main() {
+    // Errors print as sentences (their `Display`), and the process exits with 1.
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn Error>> {
+    let path: std::path::PathBuf =
+        std::env::args().nth(1).map_or_else(|| std::env::temp_dir().join("watch.json"), Into::into);
+    // The trace's folder is made if it is not there.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
     let gpu = SimBackend::realtime();
     let (graphics, copies) = (gpu.stream(), gpu.stream());
     let stats = FrameStats::new(WINDOW);
