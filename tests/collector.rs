@@ -851,7 +851,7 @@ fn a_recording_thread_that_finds_the_pool_exhausted_collects_rather_than_drops()
 }
 
 /// When the lists holding every slot have not run yet, collecting frees nothing: the zone
-/// is dropped and counted, as before, after a bounded number of collects.
+/// is dropped and counted, as before, after the first collect that finds nothing.
 #[test]
 fn a_pool_exhausted_by_work_the_gpu_has_not_run_still_drops_the_zone() {
     let sim = SimBackend::manual();
@@ -866,6 +866,40 @@ fn a_pool_exhausted_by_work_the_gpu_has_not_run_still_drops_the_zone() {
     ctx.flush().unwrap();
     assert_accounted(&ctx);
     assert_eq!(ctx.stats().dropped_zones, 1);
+}
+
+/// Many threads at the pool's maximum while the GPU keeps up (work is complete as soon as it
+/// is recorded) and no one else collects: each exhausted thread collects, or waits for the
+/// one collecting, until it has its slots, so none drops a zone however the threads
+/// interleave. The pool holds every thread's open list (16 x 8 events) and as much again of
+/// lists submitted and not collected yet.
+#[test]
+fn threads_at_the_pools_maximum_drop_nothing_while_the_gpu_keeps_up() {
+    const THREADS: usize = if cfg!(miri) { 3 } else { 16 };
+    const LISTS: usize = if cfg!(miri) { 10 } else { 300 };
+    const ZONES: usize = 4;
+    let sim = SimBackend::manual();
+    let ctx = TracingContext::builder(sim.clone()).capacity(8, 256).batch(2).build().unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            let (ctx, stream) = (&ctx, sim.stream());
+            s.spawn(move || {
+                for _ in 0..LISTS {
+                    let mut list = ctx.list();
+                    for _ in 0..ZONES {
+                        list.zone_begin(&stream, location!("zone"))
+                            .unwrap_or_else(|e| panic!("{e}: {:?}", ctx.stats()));
+                        list.zone_end(&stream).unwrap();
+                    }
+                    ctx.submit(list).unwrap();
+                }
+            });
+        }
+    });
+    ctx.flush().unwrap();
+    assert_accounted(&ctx);
+    let stats = ctx.stats();
+    assert_eq!((stats.dropped_zones, stats.zones_emitted), (0, THREADS * LISTS * ZONES), "{stats:?}");
 }
 
 /// A flush first collects what is complete beside the other collectors, and keeps them out

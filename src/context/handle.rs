@@ -468,14 +468,33 @@ impl<B: Backend> TracingContext<B> {
                 let Some(handles) = handles.upgrade().filter(|h| h.count.load(Ordering::Acquire) > 0) else {
                     return false;
                 };
-                match handles.collector.collect() {
-                    Ok(Collected::Done(report)) => report.lists > 0,
+                // Whether the thread may find slots after this collect: it collected or read
+                // lists (another caller emits what it read); or slots are free again (another
+                // collector emitted meanwhile); or lists submitted and not collected are in
+                // other collectors' hands, and this call found none the GPU has not finished
+                // (it then yields to them). Not when the GPU has not finished the work that
+                // holds the slots: the thread does not wait for the GPU (work it has not been
+                // given yet, say a Vulkan command buffer not submitted, would never finish).
+                let (collected, unfinished) = handles.collector.collect_seeing_unfinished();
+                let helps = |report: &CollectReport| {
+                    let counts = || handles.collector.inner.pool().counts();
+                    if report.lists > 0 || report.read_lists > 0 || counts().free > 0 {
+                        return true;
+                    }
+                    let others = unfinished == 0 && counts().submitted > 0;
+                    if others {
+                        std::thread::yield_now();
+                    }
+                    others
+                };
+                match collected {
+                    Ok(Collected::Done(report)) => helps(&report),
                     Err(e) => {
                         // Reported as background collection reports (`Builder::on_error`; a
                         // panicking handler caught, counted and logged once), and kept for
                         // the next flush.
                         handles.report(None, &e);
-                        let collected = e.report.lists > 0;
+                        let collected = helps(&e.report);
                         handles.keep_for_flush(e.error);
                         collected
                     }
