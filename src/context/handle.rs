@@ -469,8 +469,8 @@ impl<B: Backend> TracingContext<B> {
                     return false;
                 };
                 // Whether the thread may find slots after this collect: it collected or read
-                // lists (another caller emits what it read); or slots are free again (another
-                // collector emitted meanwhile); or lists submitted and not collected are in
+                // lists (another caller emits what it read); or slots are on the freelist
+                // again (another collector emitted meanwhile); or lists submitted and not collected are in
                 // other collectors' hands, and this call found none the GPU has not finished
                 // (it then yields to them). Not when the GPU has not finished the work that
                 // holds the slots: the thread does not wait for the GPU (work it has not been
@@ -478,7 +478,10 @@ impl<B: Backend> TracingContext<B> {
                 let (collected, unfinished) = handles.collector.collect_seeing_unfinished();
                 let helps = |report: &CollectReport| {
                     let counts = || handles.collector.inner.pool().counts();
-                    if report.lists > 0 || report.read_lists > 0 || counts().free > 0 {
+                    // Free on the freelist: slots idle in other threads' magazines are not
+                    // this thread's to take (they go back when those threads call again).
+                    let freelist = || counts().free > counts().in_magazines;
+                    if report.lists > 0 || report.read_lists > 0 || freelist() {
                         return true;
                     }
                     let others = unfinished == 0 && counts().submitted > 0;
