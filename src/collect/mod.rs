@@ -287,32 +287,25 @@ impl<B: Backend> Collector<B> {
 
     /// `TracingContext::collect`.
     pub(crate) fn collect(&self) -> Result<Collected, CollectError> {
-        self.collect_after(0).0
-    }
-
-    /// `collect`, and how many lists it found the GPU had not finished (where a recording
-    /// thread at the pool's maximum stops collecting: `TracingContext`'s relief).
-    pub(crate) fn collect_seeing_unfinished(&self) -> (Result<Collected, CollectError>, usize) {
         self.collect_after(0)
     }
 
     /// `collect`, as if it had emitted `rounds` rounds already: 0 for a caller's own, or
     /// `ROUNDS - 1` for one round at most (`drain_alongside`).
-    fn collect_after(&self, rounds: u32) -> (Result<Collected, CollectError>, usize) {
+    fn collect_after(&self, rounds: u32) -> Result<Collected, CollectError> {
         // Turned away by a flush: it collects once more for this call before it returns.
-        let Some(outcome) = self.read() else { return (Ok(Collected::Busy), 0) };
+        let Some(outcome) = self.read() else { return Ok(Collected::Busy) };
         let mut report =
             CollectReport { read_lists: outcome.read, errors: outcome.errors, ..Default::default() };
         let mut error = outcome.error;
         // Lists this call read, or a place this thread gave up: left to the emitter if busy.
         let hand_over = outcome.read > 0 || !self.inner.void_places().is_empty();
         let emitted = self.emit_handed_off(&mut report, &mut error, outcome.retried, rounds, hand_over);
-        let result = match error {
+        match error {
             Some(error) => Err(CollectError { error, report }),
             None if emitted => Ok(Collected::Done(report)),
             None => Ok(Collected::Busy),
-        };
-        (result, outcome.unfinished)
+        }
     }
 
     /// Emits what is read, if no one else is emitting: lists read by a caller that found the
@@ -567,7 +560,7 @@ impl<B: Backend> Collector<B> {
             let pending = report.pending_lists;
             // One round at most (announced as a last round): this part adds one round to
             // what a flush may emit for lists submitted meanwhile, not `ROUNDS`.
-            let emitted = match self.collect_after(ROUNDS - 1).0 {
+            let emitted = match self.collect_after(ROUNDS - 1) {
                 Ok(Collected::Done(more)) => {
                     report.absorb(more);
                     true

@@ -31,8 +31,6 @@ use crate::sync::{lock, Arc, AtomicU32, AtomicUsize, Mutex, Ordering};
 pub(crate) struct ReadOutcome {
     pub(crate) read: usize,
     pub(crate) retried: usize,
-    /// Lists found not finished by the GPU (one per lane at most: its later lists are not read).
-    pub(crate) unfinished: usize,
     pub(crate) errors: usize,
     pub(crate) error: Option<Error>,
 }
@@ -238,7 +236,6 @@ impl<B: Backend> Reader<'_, B> {
                 Ok(true) => read.add(ctx.pool(), head),
                 Ok(false) => {
                     head.write(ctx.pool(), |r| r.list_probed = true);
-                    self.outcome.unfinished += 1;
                     blocked = true;
                     retry.add(ctx.pool(), head);
                 }

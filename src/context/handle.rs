@@ -468,36 +468,14 @@ impl<B: Backend> TracingContext<B> {
                 let Some(handles) = handles.upgrade().filter(|h| h.count.load(Ordering::Acquire) > 0) else {
                     return false;
                 };
-                // Whether the thread may find slots after this collect: it collected or read
-                // lists (another caller emits what it read); or slots are on the freelist
-                // again (another collector emitted meanwhile); or lists submitted and not collected are in
-                // other collectors' hands, and this call found none the GPU has not finished
-                // (it then yields to them). Not when the GPU has not finished the work that
-                // holds the slots: the thread does not wait for the GPU (work it has not been
-                // given yet, say a Vulkan command buffer not submitted, would never finish).
-                let (collected, unfinished) = handles.collector.collect_seeing_unfinished();
-                let helps = |report: &CollectReport| {
-                    let counts = || handles.collector.inner.pool().counts();
-                    // Free on the freelist: slots idle in other threads' magazines are not
-                    // this thread's to take (they go back when those threads call again).
-                    let freelist = || counts().free > counts().in_magazines;
-                    if report.lists > 0 || report.read_lists > 0 || freelist() {
-                        return true;
-                    }
-                    let others = unfinished == 0 && counts().submitted > 0;
-                    if others {
-                        std::thread::yield_now();
-                    }
-                    others
-                };
-                match collected {
-                    Ok(Collected::Done(report)) => helps(&report),
+                match handles.collector.collect() {
+                    Ok(Collected::Done(report)) => report.lists > 0,
                     Err(e) => {
                         // Reported as background collection reports (`Builder::on_error`; a
                         // panicking handler caught, counted and logged once), and kept for
                         // the next flush.
                         handles.report(None, &e);
-                        let collected = helps(&e.report);
+                        let collected = e.report.lists > 0;
                         handles.keep_for_flush(e.error);
                         collected
                     }

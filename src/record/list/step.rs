@@ -5,7 +5,7 @@
 //! refill; a zone skipped, dropped, too deep or with launches or NVTX ranges) is made out of
 //! line, by the general step.
 
-use super::{holder, EventList, DROPPED, SKIPPED};
+use super::{holder, EventList, DROPPED, RELIEFS, SKIPPED};
 use crate::backend::{create_event, guarded, host_now, Backend, BackendError, Lane, Mark, Placement, Timing};
 use crate::launch::{thread_number, Launch};
 use crate::limits::MAX_DEPTH;
@@ -331,17 +331,12 @@ impl<B: Backend> EventList<B> {
         while self.runs.spare() < n {
             let ctx = &self.ctx;
             let lack = n - self.runs.spare();
+            let mut reliefs = 0;
             let chain = loop {
                 match ctx.pool().acquire(lack, ctx.config().batch.max(lack), || create_event(ctx.backend())) {
                     // Out of slots at the maximum: collect (lists the GPU has run give theirs
-                    // back) rather than drop the zone, for as long as that may help: until a
-                    // collect finds no list the GPU has finished. No count caps it: with a cap
-                    // (it was 32), threads that found another collecting used it up while the
-                    // slots one collect freed went to others, and dropped zones the GPU had
-                    // run (0.5% to 0.7% at 16 threads on the H200, more on 2 cores with CPU
-                    // spans). It ends: each round either emits lists (work the GPU finished,
-                    // bounded by what was submitted) or waits for another thread's emit round.
-                    Err(AcquireError::Exhausted) if ctx.relieve() => {}
+                    // back) rather than drop the zone, a few times while that may help.
+                    Err(AcquireError::Exhausted) if reliefs < RELIEFS && ctx.relieve() => reliefs += 1,
                     acquired => break acquired,
                 }
             };
