@@ -4,14 +4,12 @@
 //! context's timeline (or placed here, when that read failed: `clock.rs`); hand the zones to
 //! the delivery (`deliver.rs`); release every emitted list's slots with one CAS.
 
-use super::bounds::Tent;
 use super::clock::{reads_bound, Observation, Timeline};
 use super::concurrent::{ConcurrentLists, HomeSpan};
 use super::deliver::{context_info, Phase};
 use super::mapping::{HostClock, ListReads, PointBound};
 use crate::backend::{guarded, Backend, BackendError, Lane};
 use crate::error::Error;
-use crate::launch::Launch;
 use crate::shared::lanes::LaneSeq;
 use crate::shared::record::{ListKind, ListRecord};
 use crate::shared::Inner;
@@ -19,6 +17,7 @@ use crate::sink::{ContextInfo, Zone, ZoneBatch};
 use crate::slots::freelist::{Chain, NIL};
 use crate::slots::head::ListHead;
 use crate::sync::{Arc, Ordering};
+use span::ListSpan;
 use std::collections::{BTreeMap, HashMap};
 use unpassed::Unpassed;
 
@@ -487,55 +486,6 @@ impl<B: Backend> EventOrder<B> {
     }
 }
 
-/// What the emitter needs of a list's zones, gathered in one pass: the earliest begin
-/// (`first`) and the latest end (`last`), its zones on its home lane, and its best launch
-/// (every launch is a lower bound at its zone's begin: the best one goes to the clock, and
-/// the highest offset any of them asks for is a floor of the list's).
-#[derive(Debug, Clone, Copy)]
-struct ListSpan {
-    first: i64,
-    last: i64,
-    home: Option<HomeSpan>,
-    launch: Option<Tent>,
-}
-
-impl Default for ListSpan {
-    fn default() -> Self {
-        Self { first: i64::MAX, last: i64::MIN, home: None, launch: None }
-    }
-}
-
-impl ListSpan {
-    /// The span of `zones`, a list whose home lane is `home`.
-    fn of(zones: &[Zone], home: Lane) -> Self {
-        let mut span = Self::default();
-        for (index, zone) in zones.iter().enumerate() {
-            span.add(index, zone, home);
-        }
-        span
-    }
-
-    /// Counts `zone`, the `index`th of the list.
-    #[inline]
-    fn add(&mut self, index: usize, zone: &Zone, home: Lane) {
-        (self.first, self.last) = (self.first.min(zone.gpu_begin_ns), self.last.max(zone.gpu_end_ns));
-        HomeSpan::add(&mut self.home, index, zone, home);
-        if let Some(l) = &zone.launch {
-            let at = launch_floor(l).saturating_sub(zone.gpu_begin_ns);
-            if self.launch.is_none_or(|best| at > best.at) {
-                self.launch = Some(Tent { gpu: zone.gpu_begin_ns, at });
-            }
-        }
-    }
-}
-
-/// The host time from which a launch's zone can be drawn: its record call's first
-/// nanosecond (where a trace's arrow leaves it), not before the host asked.
-fn launch_floor(launch: &Launch) -> i64 {
-    let call = launch.host_end_ns.saturating_sub(launch.host_begin_ns).clamp(0, 1);
-    launch.host_begin_ns.saturating_add(call)
-}
-
 /// What an anchor's observation says of the offset at its GPU time (`clock::reads_bound`);
 /// the mapping widens it by how far its drift is from its segment's.
 fn bound_of(observation: &Observation) -> PointBound {
@@ -600,6 +550,7 @@ fn retire_chain<B: Backend>(ctx: &Inner<B>, chain: &Chain) {
     }
 }
 
+mod span;
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests;
 mod unpassed;
