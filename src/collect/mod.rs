@@ -107,6 +107,15 @@ pub(crate) enum Pass {
     Final,
 }
 
+/// What an exclusive pass (`Collector::exclusive`) is for: a flush (`begun`: the passes
+/// begun when it began, `None` for the last handle's, which always reads), or a relief.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exclusive {
+    Flush { force: bool, begun: Option<u64> },
+    #[cfg_attr(gpu_event_pool_loom, allow(dead_code))]
+    Relief,
+}
+
 /// What the emitting collector holds, behind its lock: the order of the context's source
 /// (events or activity records: docs/design.md, section 13) and the delivery to its sinks,
 /// which serves both.
@@ -470,6 +479,47 @@ impl<B: Backend> Collector<B> {
         if !force {
             self.drain_alongside(&mut report, &mut error);
         }
+        self.exclusive(Exclusive::Flush { force, begun }, &mut report, &mut error);
+        match error {
+            None => Ok(report),
+            Some(error) => Err(CollectError { error, report }),
+        }
+    }
+
+    /// For a recording thread that found the pool exhausted (`Inner::relief`; docs/design.md
+    /// section 5, "The relief"): whether a list's slots came back meanwhile, by this call or
+    /// another collector's. A `collect` beside the other collectors first; if no list came
+    /// back, one exclusive pass that waits for no GPU work. Nothing on a thread that holds
+    /// this collector's emitter (a sink that records): it would wait for itself. What failed
+    /// meanwhile comes with the answer, as a `collect` reports it. (Not under loom, whose
+    /// models install no relief: the exclusive pass is the flush's, which they model.)
+    #[cfg_attr(gpu_event_pool_loom, allow(dead_code))]
+    pub(crate) fn relieve(&self) -> (bool, Option<CollectError>) {
+        let pool = self.inner.pool();
+        let before = pool.releases();
+        let mut report = CollectReport::default();
+        let mut error = None;
+        match self.collect() {
+            Ok(Collected::Done(more)) => report.absorb(more),
+            Ok(Collected::Busy) => {}
+            Err(e) => {
+                report.absorb(e.report);
+                error = Some(e.error);
+            }
+        }
+        if pool.releases() == before && !self.held_here() {
+            self.exclusive(Exclusive::Relief, &mut report, &mut error);
+        }
+        (pool.releases() != before, error.map(|error| CollectError { error, report }))
+    }
+
+    /// The exclusive part of a flush (or of a relief): waits for the emitter (announced: its
+    /// holder stops at the end of its round, and new callers leave the emitter to this pass),
+    /// keeps new readers out and waits for those inside, reads every lane alone (a flush
+    /// waiting for each list, a relief for none) and emits, then collects once more for a
+    /// `collect` it turned away, or emits what other collectors handed over meanwhile.
+    fn exclusive(&self, mode: Exclusive, report: &mut CollectReport, error: &mut Option<Error>) {
+        let inner = &*self.inner;
         // SeqCst RMWs: see `read`.
         self.state.fetch_add(FLUSH_WAITER, Ordering::SeqCst);
         let waiting = Waiting(&self.state);
@@ -485,34 +535,46 @@ impl<B: Backend> Collector<B> {
         while self.state.fetch_add(0, Ordering::SeqCst) & READERS != 0 {
             spin_wait();
         }
-        // A pass begun since this flush began (and ended: this flush holds the emitter) took
-        // and waited for every list submitted before it: flushes that start while one waits
-        // for the GPU make one pass, not one each.
-        let covered = begun.is_some_and(|begun| self.passes.load(Ordering::Relaxed) != begun);
-        let outcome = match &self.share {
-            Some(share) if !covered => {
+        let outcome = match (&self.share, mode) {
+            (None, _) => ReadOutcome::default(),
+            // Every lane from its head, waiting for none.
+            (Some(share), Exclusive::Relief) => read_phase(inner, share, false, false),
+            // A pass begun since this flush began (and ended: this flush holds the emitter)
+            // took and waited for every list submitted before it: flushes that start while
+            // one waits for the GPU make one pass, not one each.
+            (Some(_), Exclusive::Flush { begun: Some(begun), .. })
+                if self.passes.load(Ordering::Relaxed) != begun =>
+            {
+                ReadOutcome::default()
+            }
+            (Some(share), Exclusive::Flush { .. }) => {
                 // Before the pass's take (Release: `SubmissionQueue::take_all`).
                 self.passes.fetch_add(1, Ordering::Relaxed);
                 read_phase(inner, share, true, false)
             }
-            _ => ReadOutcome::default(),
         };
         report.read_lists += outcome.read;
         report.errors += outcome.errors;
         if let Some(e) = outcome.error {
             error.get_or_insert(e);
         }
-        // This flush's first round (ROUNDS > 1: never the last).
+        // This pass's first round (ROUNDS > 1: never the last).
         self.begin_round(false);
-        let pass = if force { Pass::Final } else { Pass::Flush };
-        if let Some(e) = emitter.emit_phase(inner, pass, &mut report) {
+        let pass = match mode {
+            Exclusive::Flush { force: true, .. } => Pass::Final,
+            Exclusive::Flush { force: false, .. } => Pass::Flush,
+            Exclusive::Relief => Pass::Collect,
+        };
+        if let Some(e) = emitter.emit_phase(inner, pass, report) {
             error.get_or_insert(e);
         }
         let missed = flushing.end();
         report.pending_lists = emitter.waiting_lists();
-        if let Some(e) = emitter.delivery.flush(inner) {
-            report.errors += 1;
-            error.get_or_insert(e);
+        if let Exclusive::Flush { .. } = mode {
+            if let Some(e) = emitter.delivery.flush(inner) {
+                report.errors += 1;
+                error.get_or_insert(e);
+            }
         }
         drop(emitter);
         if missed {
@@ -527,15 +589,11 @@ impl<B: Backend> Collector<B> {
         } else {
             let pending = report.pending_lists;
             let mut more = CollectReport::default();
-            if self.emit_handed_off(&mut more, &mut error, 0, 1, false) {
+            if self.emit_handed_off(&mut more, error, 0, 1, false) {
                 report.absorb(more);
             } else {
                 report.pending_lists = pending;
             }
-        }
-        match error {
-            None => Ok(report),
-            Some(error) => Err(CollectError { error, report }),
         }
     }
 

@@ -468,23 +468,15 @@ impl<B: Backend> TracingContext<B> {
                 let Some(handles) = handles.upgrade().filter(|h| h.count.load(Ordering::Acquire) > 0) else {
                     return false;
                 };
-                match handles.collector.collect() {
-                    Ok(Collected::Done(report)) => report.lists > 0,
-                    Err(e) => {
-                        // Reported as background collection reports (`Builder::on_error`; a
-                        // panicking handler caught, counted and logged once), and kept for
-                        // the next flush.
-                        handles.report(None, &e);
-                        let collected = e.report.lists > 0;
-                        handles.keep_for_flush(e.error);
-                        collected
-                    }
-                    Ok(Collected::Busy) => {
-                        // Another thread is emitting: its lists' slots come back soon.
-                        std::thread::yield_now();
-                        true
-                    }
+                let (released, failed) = handles.collector.relieve();
+                if let Some(e) = failed {
+                    // Reported as background collection reports (`Builder::on_error`; a
+                    // panicking handler caught, counted and logged once), and kept for the
+                    // next flush.
+                    handles.report(None, &e);
+                    handles.keep_for_flush(e.error);
                 }
+                released
             };
             let _ = self.inner().relief().set(Box::new(relief));
         }

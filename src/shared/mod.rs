@@ -425,8 +425,8 @@ impl<B: Backend> Inner<B> {
         true
     }
 
-    /// Runs the relief (a collect) for a recording thread that found the pool exhausted;
-    /// whether slots may have come back.
+    /// Runs the relief for a recording thread that found the pool exhausted (docs/design.md
+    /// section 5, "The relief"): whether a list's slots came back meanwhile.
     pub(crate) fn relieve(&self) -> bool {
         self.relief.get().is_some_and(|relief| relief())
     }

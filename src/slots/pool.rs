@@ -87,6 +87,8 @@ struct Counters {
     /// on every collect and on every `stats()`.
     high_water: AtomicUsize,
     grows: AtomicUsize,
+    /// Calls of `release_submitted`: grows whenever submitted slots come back.
+    releases: AtomicU64,
 }
 
 const OWNED: usize = 0;
@@ -207,6 +209,7 @@ impl<E, R> Pool<E, R> {
                 capacity: AtomicUsize::new(0),
                 high_water: AtomicUsize::new(0),
                 grows: AtomicUsize::new(0),
+                releases: AtomicU64::new(0),
             },
         };
         let chain = pool.add_page(create)?;
@@ -418,6 +421,16 @@ impl<E, R> Pool<E, R> {
     pub(crate) fn release_submitted(&self, chain: Chain) {
         self.counters.states.add(SUBMITTED, -i64::from(chain.len));
         self.free.deposit(self, chain);
+        // Relaxed: a recording thread at the maximum reads it only to tell whether slots came
+        // back while it collected (`Collector::relieve`); a late read costs one more pass.
+        self.counters.releases.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times submitted slots came back ([`release_submitted`](Self::release_submitted)
+    /// calls) since the pool was made.
+    #[cfg_attr(gpu_event_pool_loom, allow(dead_code))]
+    pub(crate) fn releases(&self) -> u64 {
+        self.counters.releases.load(Ordering::Relaxed)
     }
 
     /// Folds the slots submitted now into the high-water mark: a lower bound of the slots in

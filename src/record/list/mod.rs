@@ -418,13 +418,6 @@ impl<B: Backend> EventList<B> {
     }
 }
 
-/// Collects a recording thread runs, at most, before it reports the pool exhausted: each
-/// returns the slots of the lists the GPU has run since (until one finds nothing to read).
-/// With 16 threads recording and one collector thread (the demo's `--recorders-collect
-/// false` on the H200), 8 left 2.7% to 2.9% of the zones dropped, 32 0.5% to 0.7%: the slots
-/// one relief frees are taken by other exhausted threads too (docs/bench-results/HISTORY.md).
-const RELIEFS: u32 = 32;
-
 /// The holder of a place on `lane` taken by list `list_id`, whose first zone begins at
 /// `first`.
 fn holder(list_id: u64, lane: Lane, first: Option<&Location>, started_ns: i64) -> Holder {

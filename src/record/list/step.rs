@@ -5,7 +5,7 @@
 //! refill; a zone skipped, dropped, too deep or with launches or NVTX ranges) is made out of
 //! line, by the general step.
 
-use super::{holder, EventList, DROPPED, RELIEFS, SKIPPED};
+use super::{holder, EventList, DROPPED, SKIPPED};
 use crate::backend::{create_event, guarded, host_now, Backend, BackendError, Lane, Mark, Placement, Timing};
 use crate::launch::{thread_number, Launch};
 use crate::limits::MAX_DEPTH;
@@ -331,12 +331,11 @@ impl<B: Backend> EventList<B> {
         while self.runs.spare() < n {
             let ctx = &self.ctx;
             let lack = n - self.runs.spare();
-            let mut reliefs = 0;
             let chain = loop {
                 match ctx.pool().acquire(lack, ctx.config().batch.max(lack), || create_event(ctx.backend())) {
-                    // Out of slots at the maximum: collect (lists the GPU has run give theirs
-                    // back) rather than drop the zone, a few times while that may help.
-                    Err(AcquireError::Exhausted) if reliefs < RELIEFS && ctx.relieve() => reliefs += 1,
+                    // Out of slots at the maximum: collect rather than drop the zone, again
+                    // while lists come back (docs/design.md section 5, "The relief").
+                    Err(AcquireError::Exhausted) if ctx.relieve() => {}
                     acquired => break acquired,
                 }
             };
