@@ -112,6 +112,16 @@ pub struct WatchGuideDoctests;
 #[doc = include_str!("../docs/cupti.md")]
 pub struct CuptiGuideDoctests;
 
+/// The CUDA guide's examples, compiled as doctests (they need a GPU to run).
+#[cfg(all(doctest, feature = "cuda"))]
+#[doc = include_str!("../docs/cuda.md")]
+pub struct CudaGuideDoctests;
+
+/// The Tracy guide's example, run as a doctest (the client on, no profiler connected).
+#[cfg(all(doctest, feature = "tracy"))]
+#[doc = include_str!("../docs/tracy.md")]
+pub struct TracyGuideDoctests;
+
 /// The NVTX guide's example, run as a doctest.
 #[cfg(all(doctest, feature = "nvtx"))]
 #[doc = include_str!("../docs/nvtx.md")]
