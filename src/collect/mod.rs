@@ -111,7 +111,10 @@ pub(crate) enum Pass {
 /// begun when it began, `None` for the last handle's, which always reads), or a relief.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Exclusive {
-    Flush { force: bool, begun: Option<u64> },
+    Flush {
+        force: bool,
+        begun: Option<u64>,
+    },
     #[cfg_attr(gpu_event_pool_loom, allow(dead_code))]
     Relief,
 }

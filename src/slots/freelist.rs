@@ -194,7 +194,12 @@ pub fn cut_front(links: &(impl Links + ?Sized), first: u32, len: u32, min: u32, 
 pub fn count_segmented(links: &(impl Links + ?Sized), first: u32, limit: usize) -> usize {
     let mut count = 0;
     let mut head = first;
-    while head != NIL && count < limit {
+    // At most `limit` segments (each holds a slot at least): the walk ends after them whatever
+    // the links and words hold, even if `count` were wrong.
+    for _ in 0..limit {
+        if head == NIL {
+            break;
+        }
         let segment = Segment::read(links, head);
         let len = segment.len as usize;
         if len == 0 || count + len > limit {
@@ -478,6 +483,34 @@ mod tests {
         assert!(f.pop_chain(&l, 1).is_none());
     }
 
+    /// A segment that makes exactly `n` ends the walk, though more segments would fit the
+    /// bound on segments.
+    #[test]
+    fn pop_chain_stops_at_a_segment_that_makes_exactly_n() {
+        let l = links(4);
+        let f = FreeList::new();
+        f.push(&l, 3);
+        f.push(&l, 2);
+        f.push_chain(&l, run(&l, 0, 2));
+        // The stack: [0 1] [2] [3].
+        let c = f.pop_chain(&l, 2).unwrap();
+        assert_eq!((c.first, c.last, c.len), (0, 1, 2));
+        let c = f.pop_chain(&l, 3).unwrap();
+        assert_eq!((c.first, c.last, c.len), (2, 3, 2), "what is left, two segments of one");
+    }
+
+    /// A cut that takes the whole chain has no rest, wherever its last slot's link points
+    /// (not part of the chain); one that takes less hands on the slot after what it took.
+    #[test]
+    fn cut_front_of_a_whole_chain_leaves_no_rest_whatever_its_last_link_holds() {
+        let l = links(6);
+        let chain = run(&l, 0, 3);
+        l.link(2).store(5, Ordering::Relaxed);
+        assert_eq!(cut_front(&l, chain.first, chain.len, 3, 3), (Chain { first: 0, last: 2, len: 3 }, NIL));
+        let chain = run(&l, 0, 3);
+        assert_eq!(cut_front(&l, chain.first, chain.len, 2, 2), (Chain { first: 0, last: 1, len: 2 }, 2));
+    }
+
     #[test]
     fn push_chain_returns_a_whole_chain_in_one_operation() {
         let l = links(4);
@@ -502,6 +535,23 @@ mod tests {
         assert_eq!(f.count_quiescent(&l, 100), 3, "[3 4 5] says it has a fourth slot");
         Segment { last: 4, len: 3 }.write(&l, 3);
         assert_eq!(f.count_quiescent(&l, 100), 3, "[3 4 5] says it ends at 4");
+    }
+
+    /// The limit counts slots: a segment that would run past it is not counted, nor is one
+    /// whose word says it holds no slot; a chain that loops ends at the limit.
+    #[test]
+    fn the_count_stops_before_a_segment_past_the_limit_or_of_no_slot() {
+        let l = links(6);
+        let f = FreeList::new();
+        f.push_chain(&l, run(&l, 3, 3));
+        f.push_chain(&l, run(&l, 0, 3));
+        assert_eq!((f.count_quiescent(&l, 6), f.count_quiescent(&l, 5)), (6, 3));
+        assert_eq!((f.count_quiescent(&l, 3), f.count_quiescent(&l, 2)), (3, 0));
+        l.segment(3).store(Segment { last: 5, len: 0 }.word(), Ordering::Relaxed);
+        assert_eq!(f.count_quiescent(&l, 100), 3, "[3 4 5] says it holds no slot");
+        Segment { last: 5, len: 3 }.write(&l, 3);
+        l.link(5).store(0, Ordering::Relaxed);
+        assert_eq!(f.count_quiescent(&l, 10), 9, "[0 1 2] [3 4 5] [0 1 2] again, and no more: 12 is past 10");
     }
 
     #[test]
