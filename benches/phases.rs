@@ -9,6 +9,7 @@
 //! | `e2e_nop` | record + submit | `collect` loop | a sink whose `zones` returns `Ok` at once |
 //! | `e2e_none` | record + submit | `collect` loop | none (what `benches/record.rs` measures) |
 //! | `e2e_memory_clocked`, `e2e_nop_clocked` | record + submit | `collect` loop | as above, on [`ClockedNull`]: times advance as the host's clock does |
+//! | `e2e_nop_collectors2`, `e2e_nop_collectors4` | record + submit | 2 or 4 threads, each a `collect` loop (the first to see every recorder done flushes): whether collectors scale; `coll`, `busy` and `ccpu` sum over them | a sink whose `zones` returns `Ok` at once |
 //! | `e2e_nop_batch192` | record + submit | waits (sleeping) until 192 lists are in flight, then collects them in one call: a read phase that builds 1.3 MB of zones before the emitter takes them | a sink that does nothing |
 //! | `e2e_chrome` | record + submit | `collect` loop | `ChromeTraceSink` on a `BufWriter` over `std::io::sink()` |
 //! | `submit_release` | record + submit | `collect` loop, but every list's read fails at its first `elapsed` (a backend whose reads error), so the emitter only walks the list's records, clears them and releases its slots: no time reads, no zone building, no placing, no sink | none |
@@ -85,9 +86,11 @@ const MAX_LISTS_IN_FLIGHT: u64 = 256;
 static COARSE: &SourceLocation = location!("command buffer", Verbosity::Coarse);
 static DISPATCH: &SourceLocation = location!("dispatch");
 
-const E2E: [&str; 10] = [
+const E2E: [&str; 12] = [
     "e2e_memory",
     "e2e_nop",
+    "e2e_nop_collectors2",
+    "e2e_nop_collectors4",
     "e2e_none",
     "e2e_chrome",
     "e2e_memory_clocked",
@@ -299,6 +302,8 @@ struct Collector {
 struct Row {
     variant: String,
     threads: usize,
+    /// Collector threads (1 but for the `_collectors` variants; 0 where none collects).
+    collectors: usize,
     seconds: f64,
     zones: u64,
     zones_per_sec: f64,
@@ -349,8 +354,8 @@ enum Recording {
     DropPrivate,
 }
 
-/// `threads` recorders record for `seconds` while (when they submit) one collector drains;
-/// returns the run's figures.
+/// `threads` recorders record for `seconds` while (when they submit) `collectors` collector
+/// threads drain (the first to see every recorder done flushes); returns the run's figures.
 fn run<B: Backend + Clone>(
     ctx: &TracingContext<B>,
     threads: usize,
@@ -358,10 +363,12 @@ fn run<B: Backend + Clone>(
     recording: Recording,
     memory: Option<&MemorySink>,
     min_batch: u64,
+    collectors: usize,
 ) -> Row {
     let submit = recording == Recording::Submit;
     let record_only = !submit;
-    let barrier = Barrier::new(threads + 2);
+    let barrier = Barrier::new(threads + 1 + collectors);
+    let flushing = AtomicBool::new(false);
     let stop = AtomicBool::new(false);
     let finished = AtomicUsize::new(0);
     let submitted = CachePadded::new(AtomicU64::new(0));
@@ -421,68 +428,89 @@ fn run<B: Backend + Clone>(
                     .expect("spawn recorder")
             })
             .collect();
-        let collector = std::thread::Builder::new()
-            .name("collector".to_owned())
-            .spawn_scoped(s, || {
-                let mut out = Collector::default();
-                barrier.wait();
-                if record_only {
-                    return out;
-                }
-                let cpu = thread_cpu_ns();
-                loop {
-                    let all_done = finished.load(Ordering::Acquire) == threads;
-                    if all_done {
+        let collector = |c: usize| {
+            let (barrier, finished, submitted, collected, flushing) =
+                (&barrier, &finished, &submitted, &collected, &flushing);
+            std::thread::Builder::new()
+                .name(format!("collector {c}"))
+                .spawn_scoped(s, move || {
+                    let mut out = Collector::default();
+                    barrier.wait();
+                    if record_only {
+                        return out;
+                    }
+                    let cpu = thread_cpu_ns();
+                    loop {
+                        let all_done = finished.load(Ordering::Acquire) == threads;
+                        if all_done {
+                            if flushing.swap(true, Ordering::Relaxed) {
+                                break;
+                            }
+                            let at = Instant::now();
+                            let _ = ctx.flush();
+                            let end = Instant::now();
+                            out.collect += end - at;
+                            out.end = Some(end);
+                            break;
+                        }
+                        if min_batch > 0
+                            && submitted
+                                .load(Ordering::Relaxed)
+                                .saturating_sub(collected.load(Ordering::Relaxed))
+                                < min_batch
+                        {
+                            // Sleeping, not yielding: the thread's CPU time stays collection's.
+                            std::thread::sleep(Duration::from_micros(20));
+                            continue;
+                        }
                         let at = Instant::now();
-                        let _ = ctx.flush();
-                        let end = Instant::now();
-                        out.collect += end - at;
-                        out.end = Some(end);
-                        break;
-                    }
-                    if min_batch > 0
-                        && submitted.load(Ordering::Relaxed).saturating_sub(collected.load(Ordering::Relaxed))
-                            < min_batch
-                    {
-                        // Sleeping, not yielding: the thread's CPU time stays collection's.
-                        std::thread::sleep(Duration::from_micros(20));
-                        continue;
-                    }
-                    let at = Instant::now();
-                    let lists = match ctx.collect() {
-                        Ok(Collected::Done(report)) => report.lists,
-                        Ok(Collected::Busy) => 0,
-                        Err(e) => e.report.lists,
-                    };
-                    out.collect += at.elapsed();
-                    collected.fetch_add(lists as u64, Ordering::Relaxed);
-                    if lists > 0 {
-                        out.collects += 1;
-                        out.lists += lists as u64;
+                        let lists = match ctx.collect() {
+                            Ok(Collected::Done(report)) => report.lists,
+                            Ok(Collected::Busy) => 0,
+                            Err(e) => e.report.lists,
+                        };
+                        out.collect += at.elapsed();
+                        collected.fetch_add(lists as u64, Ordering::Relaxed);
+                        if lists > 0 {
+                            out.collects += 1;
+                            out.lists += lists as u64;
+                        }
+                        if let Some(memory) = memory {
+                            let at = Instant::now();
+                            memory.clear();
+                            out.clear += at.elapsed();
+                        }
+                        if lists == 0 {
+                            std::thread::yield_now();
+                        }
                     }
                     if let Some(memory) = memory {
                         let at = Instant::now();
                         memory.clear();
                         out.clear += at.elapsed();
                     }
-                    if lists == 0 {
-                        std::thread::yield_now();
-                    }
-                }
-                if let Some(memory) = memory {
-                    let at = Instant::now();
-                    memory.clear();
-                    out.clear += at.elapsed();
-                }
-                out.cpu_ns = thread_cpu_ns().saturating_sub(cpu);
-                out
-            })
-            .expect("spawn collector");
+                    out.cpu_ns = thread_cpu_ns().saturating_sub(cpu);
+                    out
+                })
+                .expect("spawn collector")
+        };
+        let collectors: Vec<_> = (0..collectors).map(collector).collect();
         barrier.wait();
         std::thread::sleep(Duration::from_secs_f64(seconds));
         stop.store(true, Ordering::Relaxed);
         let recorders: Vec<Recorder> = recorders.into_iter().map(|r| r.join().expect("recorder")).collect();
-        (recorders, collector.join().expect("collector"))
+        let collector = collectors.into_iter().map(|c| c.join().expect("collector")).fold(
+            Collector::default(),
+            |all, one| Collector {
+                end: all.end.max(one.end),
+                collect: all.collect + one.collect,
+                clear: all.clear + one.clear,
+                cpu_ns: all.cpu_ns + one.cpu_ns,
+                collects: all.collects + one.collects,
+                lists: all.lists + one.lists,
+            },
+        );
+        (recorders, collector)
     });
     let after = ctx.stats();
     let first = recorders.iter().map(|r| r.start).min().expect("a recorder");
@@ -511,6 +539,7 @@ fn run<B: Backend + Clone>(
         ns_per_zone: wall * 1e9 / zones.max(1) as f64,
         recording_ns_per_zone_per_thread: Some(rec),
         recording_cpu_ns_per_zone_per_thread: Some(rec_cpu),
+        collectors: if record_only { 0 } else { collectors },
         dropped_zones: after.dropped_zones - before.dropped_zones,
         ..Row::default()
     };
@@ -547,33 +576,40 @@ fn e2e(variant: &str, threads: usize, seconds: f64) -> Row {
         "e2e_memory" => {
             let memory = MemorySink::new();
             let ctx = builder(NullBackend::default()).sink(memory.clone()).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, Recording::Submit, Some(&memory), 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, Some(&memory), 0, 1))
         }
         "e2e_nop" => {
             let ctx = builder(NullBackend::default()).sink(NopSink).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0, 1))
         }
         "e2e_none" => {
             let ctx = builder(NullBackend::default()).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0, 1))
         }
         "e2e_memory_clocked" => {
             let memory = MemorySink::new();
             let ctx = builder(ClockedNull::default()).sink(memory.clone()).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, Recording::Submit, Some(&memory), 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, Some(&memory), 0, 1))
         }
         "e2e_nop_clocked" => {
             let ctx = builder(ClockedNull::default()).sink(NopSink).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0, 1))
+        }
+        "e2e_nop_collectors2" | "e2e_nop_collectors4" => {
+            let collectors = if variant.ends_with('4') { 4 } else { 2 };
+            let ctx = builder(NullBackend::default()).sink(NopSink).build().expect("context");
+            let mut row = measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0, collectors));
+            row.collectors = collectors;
+            row
         }
         "e2e_nop_batch192" => {
             let ctx = builder(NullBackend::default()).sink(NopSink).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 192))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 192, 1))
         }
         "e2e_chrome" => {
             let sink = ChromeTrace::new(BufWriter::new(std::io::sink())).sink();
             let ctx = builder(NullBackend::default()).sink(sink).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0, 1))
         }
         "submit_release" => {
             let backend = FailingReads::default();
@@ -584,18 +620,18 @@ fn e2e(variant: &str, threads: usize, seconds: f64) -> Row {
                 .build()
                 .expect("context");
             backend.fail_reads.store(true, Ordering::Relaxed);
-            let mut row = measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0));
+            let mut row = measure(&|s| run(&ctx, threads, s, Recording::Submit, None, 0, 1));
             // Every zone is dropped by design (its list's read failed).
             row.dropped_zones = 0;
             row
         }
         "record_only" => {
             let ctx = builder(NullBackend::default()).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, Recording::Drop, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::Drop, None, 0, 1))
         }
         "record_private" => {
             let ctx = builder(NullBackend::default()).build().expect("context");
-            measure(&|s| run(&ctx, threads, s, Recording::DropPrivate, None, 0))
+            measure(&|s| run(&ctx, threads, s, Recording::DropPrivate, None, 0, 1))
         }
         other => panic!("unknown variant {other}"),
     };

@@ -124,11 +124,6 @@ impl Magazines {
         Self { shared: Arc::new(FreeSlots::new(size.max(2))) }
     }
 
-    /// Most slots one magazine holds.
-    pub fn magazine_size(&self) -> u32 {
-        self.shared.size
-    }
-
     /// Takes `n` free slots (fewer only when that is all there is) as a segmented chain: from
     /// this thread's magazine, refilled from the depot when empty and topped up from it when
     /// short ([`acquire_between`](Self::acquire_between) with `n` and `n`). `None` if `n` is 0
