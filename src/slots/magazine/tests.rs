@@ -260,3 +260,45 @@ fn a_release_from_a_thread_local_destructor_after_the_magazines_are_gone_is_neve
     assert_eq!((c.free, c.handed_out, c.claimed), (16, 0, 0), "{c:?}");
     assert_eq!(m.count_quiescent(links, 100), 16);
 }
+
+/// A popped segment that leaves exactly a magazine's size behind stays in the magazine; only
+/// more than that goes back to the depot.
+#[test]
+fn a_refill_that_leaves_exactly_the_magazine_size_keeps_it_all() {
+    let (links, m) = stocked_in(10, 5, 4);
+    let one = m.acquire(&links, 1).unwrap();
+    assert_eq!((one.first, one.len), (0, 1));
+    let c = m.counts();
+    assert_eq!((c.free, c.in_magazines), (9, 4), "the segment's other four stay in the magazine");
+    m.release(&links, one);
+}
+
+/// A released chain exactly a magazine's size long becomes the magazine (its old contents go
+/// to the depot); only a longer one goes to the depot whole.
+#[test]
+fn a_released_chain_of_exactly_the_magazine_size_becomes_the_magazine() {
+    let (links, m) = stocked(8, 4);
+    let one = m.acquire(&links, 1).unwrap();
+    let four = m.acquire(&links, 4).unwrap();
+    m.release(&links, one);
+    assert_eq!(m.counts().in_magazines, 1);
+    m.release(&links, four);
+    let c = m.counts();
+    assert_eq!((c.free, c.in_magazines), (8, 4), "the four are the magazine now, the one on the depot");
+}
+
+/// A pool that is dropped is forgotten by every thread that used it the next time that
+/// thread meets another pool: its shared part is not kept alive by their entries.
+#[test]
+fn a_thread_forgets_a_dropped_pool_when_it_meets_another() {
+    let (links, m) = stocked(4, 2);
+    let one = m.acquire(&links, 1).unwrap();
+    m.release(&links, one);
+    let shared = Arc::clone(&m.shared);
+    assert_eq!(Arc::strong_count(&shared), 3, "the pool's, this thread's entry and this test's");
+    drop(m);
+    let (other_links, other) = stocked(4, 2);
+    let one = other.acquire(&other_links, 1).unwrap();
+    other.release(&other_links, one);
+    assert_eq!(Arc::strong_count(&shared), 1, "this thread's entry for the dropped pool is gone");
+}
