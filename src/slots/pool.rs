@@ -121,7 +121,7 @@ pub(crate) struct Pool<E, R> {
     growing: CachePadded<AtomicBool>,
     /// log2 of page 0's size.
     shift: u32,
-    max: u32,
+    pub(super) max: u32,
     /// Most slots in a segment of a new page (the context's batch): lists make their runs'
     /// segments this long too ([`segment_len`](Self::segment_len)).
     segment: u32,
@@ -519,7 +519,9 @@ mod tests {
         let pool = Pool::<u32, ()>::new(3, 20, 1, counter()).unwrap();
         assert_eq!(pool.counts().capacity, 4, "initial size rounds up to a power of two");
         let mut held = Vec::new();
-        while let Ok(chain) = pool.acquire(1, 1, counter()) {
+        // At most one more than the maximum: a pool that hands out slots for ever fails below.
+        for _ in 0..=20 {
+            let Ok(chain) = pool.acquire(1, 1, counter()) else { break };
             held.push(chain.first);
         }
         let c = pool.counts();
@@ -566,7 +568,9 @@ mod tests {
     #[test]
     fn slots_map_to_their_pages() {
         let pool = Pool::<u32, ()>::new(4, 100, 3, counter()).unwrap();
-        while pool.acquire(7, 7, counter()).is_ok() {}
+        // Every take gets a slot at least: a pool that hands out slots for ever fails here.
+        let taken: u32 = (0..=100).map_while(|_| pool.acquire(7, 7, counter()).ok()).map(|c| c.len).sum();
+        assert_eq!(taken, 100);
         for i in 0..100 {
             let event = pool.slot(i).event;
             assert!(event >= 1);

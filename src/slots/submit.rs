@@ -23,11 +23,17 @@ use crossbeam_utils::CachePadded;
 /// Gives the queue a slot's `next_submitted` link.
 pub(crate) trait SubmissionLinks {
     fn next_submitted(&self, index: u32) -> &AtomicU32;
+    /// How many slots there can be: no stack of lists is longer (each list has a first slot).
+    fn slots(&self) -> usize;
 }
 
 impl<E, R> SubmissionLinks for Pool<E, R> {
     fn next_submitted(&self, index: u32) -> &AtomicU32 {
         &self.slot(index).next_submitted
+    }
+
+    fn slots(&self) -> usize {
+        self.max as usize
     }
 }
 
@@ -77,6 +83,9 @@ impl SubmissionQueue {
         let mut index = self.head.swap(NIL, Ordering::AcqRel);
         let start = out.len();
         while index != NIL {
+            // The walk's bound, stated: a stack that loops (a slot heading two lists) fails
+            // here, not by filling memory.
+            debug_assert!(out.len() - start < links.slots(), "a stack of more lists than slots");
             out.push(ListHead::new(index));
             index = links.next_submitted(index).load(Ordering::Relaxed);
         }
@@ -143,6 +152,10 @@ mod tests {
     impl SubmissionLinks for Links {
         fn next_submitted(&self, index: u32) -> &AtomicU32 {
             &self.0[index as usize]
+        }
+
+        fn slots(&self) -> usize {
+            self.0.len()
         }
     }
 
