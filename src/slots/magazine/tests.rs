@@ -302,3 +302,69 @@ fn a_thread_forgets_a_dropped_pool_when_it_meets_another() {
     other.release(&other_links, one);
     assert_eq!(Arc::strong_count(&shared), 1, "this thread's entry for the dropped pool is gone");
 }
+
+/// A starved pool hands out slots straight from the depot: what a popped segment had beyond
+/// the request goes back onto the depot as a segment of its own, none lost.
+#[test]
+fn a_starved_take_of_part_of_a_segment_leaves_the_rest_on_the_depot() {
+    let (links, m) = stocked_in(4, 4, 8);
+    m.starve();
+    let one = m.acquire(&links, 1).unwrap();
+    assert_eq!((one.first, one.len), (0, 1));
+    assert_eq!((m.counts().free, m.count_quiescent(&links, 100)), (3, 3), "the other three, one segment");
+    let three = m.acquire(&links, 3).unwrap();
+    assert_eq!((three.first, three.last, three.len), (1, 3, 3));
+    m.release(&links, one);
+    m.release(&links, three);
+}
+
+/// A magazine left by an exited thread is claimed by one thread at a time: two threads alive
+/// at once after it hold two magazines, never the same one.
+#[test]
+fn two_threads_alive_at_once_never_share_a_magazine_left_by_an_exited_one() {
+    let (links, m) = stocked(16, 4);
+    // Joined: a join waits for the thread's thread-local destructors (a scope's end may not).
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let one = m.acquire(&links, 1).unwrap();
+            m.release(&links, one);
+        })
+        .join()
+        .unwrap();
+    });
+    assert_eq!(m.counts().magazines, 1);
+    let both_hold = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let one = m.acquire(&links, 1).unwrap();
+                both_hold.wait();
+                m.release(&links, one);
+            });
+        }
+    });
+    assert_eq!(m.counts().magazines, 2, "the exited thread's magazine, and one more");
+}
+
+/// The slots in an exiting thread's magazine are handed back with the pool: a thread that
+/// already has a magazine of its own (so it will not claim the exited thread's) still gets
+/// them once the depot is empty.
+#[test]
+fn slots_left_in_an_exiting_threads_magazine_reach_a_thread_with_its_own() {
+    let (links, m) = stocked(4, 4);
+    let mine = m.acquire(&links, 1).unwrap();
+    // Joined: a join waits for the thread's thread-local destructors (a scope's end may not).
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let three = m.acquire(&links, 3).unwrap();
+            m.release(&links, three);
+        })
+        .join()
+        .unwrap();
+    });
+    let three = m.acquire(&links, 3).expect("the exited thread's three");
+    assert_eq!(three.len, 3);
+    assert_eq!(m.counts().magazines, 2);
+    m.release(&links, three);
+    m.release(&links, mine);
+}
