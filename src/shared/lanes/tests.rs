@@ -232,3 +232,24 @@ fn a_release_does_not_wait_for_a_first_record_under_way_on_its_lane() {
     assert!(table.holder(earlier).is_none());
     assert_eq!((later.seq, table.holder(later).map(|h| h.list_id)), (1, Some(2)));
 }
+
+/// Every probe of a key's window stays in its level, wrapping from the level's end to its
+/// start: a window that strayed into the next level, or past the table, would share entries
+/// across levels or index out of the table.
+#[test]
+fn every_window_lies_in_its_level_and_wraps_at_its_end() {
+    for k in [0, 1, LEVELS - 1] {
+        let (len, start) = level_span(k);
+        for home in [0, 1, len / 2, len - PROBES, len - 1] {
+            let probes: Vec<usize> = window(home as u64, k).collect();
+            assert_eq!(probes.len(), PROBES.min(len));
+            assert!(
+                probes.iter().all(|&i| (start..start + len).contains(&i)),
+                "level {k}, home {home}: {probes:?}"
+            );
+            assert_eq!(probes[0], start + home, "level {k}: the window starts at its home");
+            let wrapped = (home + 1) % len;
+            assert_eq!(probes[1], start + wrapped, "level {k}, home {home}: then the next entry, wrapping");
+        }
+    }
+}
