@@ -4,7 +4,8 @@
 # run's output under $OUT (one file per step; `tar` them if more than 8). What to run:
 #   tests   every GPU test binary (GPU_EVENT_POOL_REQUIRE_{CUDA,VULKAN,WGPU}=1: a skip fails)
 #   demos   --backend cuda and cupti, 16 threads x 16 streams x 2000 lists, traces kept
-#   benches cuda, cupti, latency, phases (and vulkan, wgpu when a Vulkan loader is carried)
+#   benches cuda, cupti, latency, phases (and vulkan, wgpu when a Vulkan loader is carried);
+#           or one of them by its name (`phases`, `cuda`, ...)
 #   interleaved  the CUPTI bench of a base build (.device-bench/bench-cupti-base, built by
 #           hand from the base commit) and of this one, in turns, three times each
 #   worlds  the clock's 100,000 generated worlds (tests/clock_worlds.rs, 16 threads)
@@ -59,6 +60,12 @@ for what in "$@"; do
                 "$bin/bench-$b" --bench > "$out/runs/bench-$b.txt" 2>&1
             echo "bench $b: exit $?" | tee -a "$out/runs/summary.txt"
         done ;;
+    phases|cuda|cupti|latency|vulkan|wgpu)
+        # One bench alone (as `benches` runs it).
+        [ -x "$bin/bench-$what" ] || { echo "no $bin/bench-$what" | tee -a "$out/runs/summary.txt"; continue; }
+        BENCH_RESULTS_DIR="$out/runs" BENCH_MACHINE="$machine" \
+            "$bin/bench-$what" --bench > "$out/runs/bench-$what.txt" 2>&1
+        echo "bench $what: exit $?" | tee -a "$out/runs/summary.txt" ;;
     interleaved)
         [ -x "$bin/bench-cupti-base" ] || { echo "no $bin/bench-cupti-base" | tee -a "$out/runs/summary.txt"; continue; }
         for i in 1 2 3; do
