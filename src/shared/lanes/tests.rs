@@ -253,3 +253,20 @@ fn every_window_lies_in_its_level_and_wraps_at_its_end() {
         }
     }
 }
+
+/// An entry's index names it in every level: `get` finds, for each index of a level made, the
+/// entry at that place of the level.
+#[test]
+fn get_finds_each_index_in_its_level() {
+    let table = LaneTable::new();
+    for k in 0..3 {
+        let level = table.make_level(k);
+        let (len, start) = level_span(k);
+        for offset in [0, 1, len / 2, len - 1] {
+            let entry = table.get((start + offset) as u32).expect("made");
+            assert!(std::ptr::eq(entry, &level[offset]), "level {k}, entry {offset}");
+        }
+    }
+    let (_, start) = level_span(3);
+    assert!(table.get(start as u32).is_none(), "level 3 is not made");
+}
