@@ -88,6 +88,11 @@ mutation L5:first-record-outside-the-place-lock src/shared/lanes/mod.rs \
         let (index, place) = self.lock_lane(lane);" \
     "--test loom_lanes lists_started_at_once_on_one_lane_are_emitted_in_gpu_order" \
     "lane order is not|Causality violation"
+mutation L6:first-level-claim-race-lost-taken src/shared/lanes/mod.rs \
+    "Err(other) => other == key," \
+    "Err(other) => other != key," \
+    "--test loom_lanes lists_started_at_once_on_one_lane_are_emitted_in_gpu_order" \
+    "lane order is not|panicked"
 
 # The callback gate (backend/activity/gate.rs): a callback racing the gate's opening.
 mutation G4:gate-active-load-Relaxed src/backend/activity/gate.rs \
