@@ -93,12 +93,6 @@ mutation L6:first-level-claim-race-lost-taken src/shared/lanes/mod.rs \
     "Err(other) => other != key," \
     "--test loom_lanes lists_started_at_once_on_one_lane_are_emitted_in_gpu_order" \
     "lane order is not|panicked"
-mutation L7:try-lock-stores-no-lock src/shared/lanes/entry.rs \
-    ".compare_exchange(expected, expected | PLACE_LOCKED, Ordering::Acquire, Ordering::Relaxed)" \
-    ".compare_exchange(expected, expected & PLACE_LOCKED, Ordering::Acquire, Ordering::Relaxed)" \
-    "--test loom_lanes a_stream_that_takes_over_an_idle_entry_keeps_every_stream_in_order" \
-    "panicked|Causality violation|order"
-
 # The callback gate (backend/activity/gate.rs): a callback racing the gate's opening.
 mutation G4:gate-active-load-Relaxed src/backend/activity/gate.rs \
     "let target = self.active.load(Ordering::Acquire);" \
