@@ -311,4 +311,48 @@ mod tests {
         assert_eq!(started[0], 1 + 5, "the first step starts the streams' and its graph's");
         assert!(started[1..].iter().all(|&n| n == 2), "{:?}", &started[..10]);
     }
+
+    /// A zone goes to the first row of its lane where every zone still open at its begin is
+    /// one of its ancestors (same list, its parent, ending no later); otherwise to a row of
+    /// its own. Ends are written when a later begin passes them or the batch ends, once.
+    #[test]
+    fn a_zone_goes_to_the_first_row_where_it_nests_and_each_end_is_written_once() {
+        let trace = PerfettoTrace::new(std::io::sink());
+        let mut out = lock(&trace.out);
+        let mut rows = Rows::default();
+        let lane = Lane::Stream(3);
+        let zone = |begin, end, list, index, parent| Placing { begin, end, list, index, parent };
+        let rows_now = |rows: &Rows| rows.lanes[0].rows.len();
+        rows.begin_batch();
+        rows.place(&mut out, 1, lane, zone(0, 100, 1, 0, None));
+        out.staged().clear();
+        rows.place(&mut out, 1, lane, zone(10, 50, 1, 1, Some(0)));
+        assert_eq!((rows_now(&rows), out.staged().len()), (1, 0), "a child nests in its parent's row");
+        rows.place(&mut out, 1, lane, zone(60, 70, 1, 2, Some(0)));
+        assert_eq!(rows_now(&rows), 1, "a later child, after its sibling ended");
+        assert!(!out.staged().is_empty(), "the sibling's end, passed by this begin, is written");
+        out.staged().clear();
+        rows.end_batch(out.staged());
+        let ends = out.staged().len();
+        assert!(ends > 0, "the batch's open zones' ends are written");
+        out.staged().clear();
+        rows.end_batch(out.staged());
+        assert!(out.staged().is_empty(), "and only once");
+        // The next batch: each zone that does not nest goes to a row of its own.
+        rows.begin_batch();
+        rows.place(&mut out, 1, lane, zone(200, 400, 2, 0, None));
+        rows.place(&mut out, 1, lane, zone(210, 300, 2, 1, Some(0)));
+        assert_eq!(rows_now(&rows), 1, "the first row is free again: the last batch's zones ended");
+        rows.place(&mut out, 1, lane, zone(220, 500, 3, 0, None));
+        assert_eq!(rows_now(&rows), 2, "no parent, zones open: a row of its own");
+        rows.place(&mut out, 1, lane, zone(230, 450, 2, 2, Some(0)));
+        assert_eq!(rows_now(&rows), 3, "its parent ends before it: not nested");
+        rows.place(&mut out, 1, lane, zone(240, 260, 2, 3, Some(1)));
+        assert_eq!(rows_now(&rows), 3, "a grandchild in the first row");
+        rows.place(&mut out, 1, lane, zone(310, 320, 2, 4, Some(1)));
+        assert_eq!(rows_now(&rows), 4, "its parent has ended by its begin: not nested");
+        rows.place(&mut out, 1, lane, zone(330, 340, 4, 0, Some(0)));
+        assert_eq!(rows_now(&rows), 4, "another list's zone: the row whose zones have all ended");
+        rows.end_batch(out.staged());
+    }
 }
