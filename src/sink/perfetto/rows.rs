@@ -276,7 +276,7 @@ impl Rows {
 
 #[cfg(test)]
 mod tests {
-    use super::{Placing, Rows, IDLE_NS};
+    use super::{row_name, row_uuid, Placing, Rows, IDLE_NS, LANE_TRACK};
     use crate::backend::Lane;
     use crate::sink::perfetto::output::lock;
     use crate::sink::perfetto::PerfettoTrace;
@@ -354,5 +354,31 @@ mod tests {
         rows.place(&mut out, 1, lane, zone(330, 340, 4, 0, Some(0)));
         assert_eq!(rows_now(&rows), 4, "another list's zone: the row whose zones have all ended");
         rows.end_batch(out.staged());
+    }
+
+    /// A row is named after its lane (the name given, else the stream's or graph's handle),
+    /// and a row past the first says which it is.
+    #[test]
+    fn rows_are_named_after_their_lane_and_number() {
+        assert_eq!(row_name(None, Lane::Stream(0x3f), 0), "stream 0x3f");
+        assert_eq!(row_name(None, Lane::Graph(0x3f), 2), "graph 0x3f (overlapping 2)");
+        assert_eq!(row_name(Some("copies"), Lane::Stream(1), 1), "copies (overlapping 1)");
+    }
+
+    /// A row's uuid is the same whenever its lane is met, differs from every other row's,
+    /// lane's and context's here, and lies in the lanes' range of uuids.
+    #[test]
+    fn row_uuids_are_stable_distinct_and_in_the_lanes_range() {
+        let mut seen = std::collections::HashSet::new();
+        for parent in [1, 2] {
+            for lane in [Lane::Stream(0), Lane::Stream(1), Lane::Graph(0), Lane::Graph(1)] {
+                for row in 0..3 {
+                    let uuid = row_uuid(parent, lane, row);
+                    assert_eq!(uuid, row_uuid(parent, lane, row));
+                    assert_eq!(uuid & !(LANE_TRACK - 1), LANE_TRACK, "{uuid:#x}");
+                    assert!(seen.insert(uuid), "{parent} {lane:?} {row}: {uuid:#x} twice");
+                }
+            }
+        }
     }
 }
