@@ -7,6 +7,13 @@
 #                              alive (missed, or caught only by a timeout) is listed in
 #                              .cargo/mutants-equivalent.txt with its reason, or it fails; it
 #                              also says how many of today's mutants that run did not see.
+#   .ci/mutants.sh --summary   rewrites verify/mutants/summary.txt from the groups there.
+#   .ci/mutants.sh --survivors GROUP...
+#                              re-tests, at HEAD, only the mutants the group's last full run
+#                              left alive (every missed one, and the timeouts not explained in
+#                              .cargo/mutants-equivalent.txt) after tests were added for them:
+#                              those now caught move to caught.txt; retest.txt says which
+#                              commit re-tested them.
 #   .ci/mutants.sh [GROUP...]  the full run, by hand (some hours on 2 cores: a periodic run,
 #                              too long for CI): each group (all, or those named) in a copy of
 #                              HEAD under $MUTANTS_WORK (so the tree may change meanwhile), its
@@ -64,8 +71,32 @@ check() {
         "$unseen" "$(printf '%s\n' "$now" | wc -l)"
 }
 
+# The mutants a group's last run left alive, as one regex of their names (any line and
+# column): what `--survivors` re-tests.
+survivors_re() {
+    # Every missed one (a few seconds each), and the timeouts not yet explained (a minute each).
+    local explained
+    explained="$(grep -v '^#' "$EQUIVALENT" | sed -E 's/ +# .*$//; /^$/d' | unplaced | sort -u)"
+    { cat "$RESULTS/$1"/missed.txt 2>/dev/null | unplaced
+      comm -23 <(cat "$RESULTS/$1"/timeout.txt 2>/dev/null | unplaced | sort -u) <(printf '%s\n' "$explained")
+    } | sort -u | python3 -c '
+import re, sys
+names = [line.rstrip("\n") for line in sys.stdin if line.strip()]
+parts = []
+for name in names:
+    path, rest = name.split(": ", 1)
+    parts.append(re.escape(path) + r":[0-9]+:[0-9]+: " + re.escape(rest) + "$")
+print("^(" + "|".join(parts) + ")" if parts else "^$^")
+'
+}
+
 run() {
     local work="${MUTANTS_WORK:-/tmp/gpu-event-pool-mutants}"
+    local only_survivors=0
+    if [ "${1:-}" = "--survivors" ]; then
+        only_survivors=1
+        shift
+    fi
     local commit
     commit="$(git rev-parse HEAD)"
     if ! git diff --quiet HEAD -- src tests Cargo.toml .cargo; then
@@ -97,6 +128,33 @@ run() {
                 cargo_args+=("--cargo-arg=$word")
             fi
         done
+        if [ "$only_survivors" = 1 ]; then
+            local again
+            again="$(survivors_re "$name")"
+            (cd "$work/src" && cargo mutants --in-place --re "$again" -o "$out" "${cargo_args[@]}" \
+                ${test_args[@]+-- -- "${test_args[@]}"}) || true
+            # Those caught now leave the survivors; the rest stay where they were.
+            # By name (lines move between commits); a name also left alive now (two mutants
+            # of one name, one caught) stays alive: the conservative reading.
+            local caught_now
+            caught_now="$(comm -23 <(cat "$out/mutants.out/caught.txt" 2>/dev/null | unplaced | sort -u) \
+                <(cat "$out/mutants.out/missed.txt" "$out/mutants.out/timeout.txt" 2>/dev/null | unplaced | sort -u))"
+            for kind in missed timeout; do
+                [ -f "$RESULTS/$name/$kind.txt" ] || continue
+                while IFS= read -r line; do
+                    if printf '%s\n' "$caught_now" | grep -qxF "$(printf '%s\n' "$line" | unplaced)"; then
+                        printf '%s\n' "$line" >>"$RESULTS/$name/caught.txt"
+                    else
+                        printf '%s\n' "$line"
+                    fi
+                done <"$RESULTS/$name/$kind.txt" >"$RESULTS/$name/$kind.txt.new"
+                mv "$RESULTS/$name/$kind.txt.new" "$RESULTS/$name/$kind.txt"
+            done
+            sort -o "$RESULTS/$name/caught.txt" "$RESULTS/$name/caught.txt"
+            printf 'survivors re-tested at %s (%s s): %s caught now\n' "$commit" "$((SECONDS - start))" \
+                "$(printf '%s\n' "$caught_now" | sed '/^$/d' | wc -l)" >>"$RESULTS/$name/retest.txt"
+            continue
+        fi
         (cd "$work/src" && cargo mutants --in-place --re "$re" -o "$out" "${cargo_args[@]}" \
             ${test_args[@]+-- -- "${test_args[@]}"}) || true
 
@@ -128,12 +186,18 @@ summary() {
                 "$(wc -l <"$dir/unviable.txt")" "$(cut -f2 "$dir/run.txt")" \
                 "$(cut -f1 "$dir/run.txt" | cut -c1-12)" "$(cut -f3 "$dir/run.txt")"
         done
+        for dir in "$RESULTS"/*/; do
+            [ -f "$dir/retest.txt" ] && sed "s|^|$(basename "$dir"): |" "$dir/retest.txt"
+        done
+        true
     } >"$RESULTS/summary.txt"
     cat "$RESULTS/summary.txt"
 }
 
 if [ "${1:-}" = "--check" ]; then
     check
+elif [ "${1:-}" = "--summary" ]; then
+    summary
 else
     run "$@"
 fi
