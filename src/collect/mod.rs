@@ -42,6 +42,7 @@ mod emit;
 mod mapping;
 mod read;
 mod report;
+mod state;
 mod watch;
 
 pub use report::{CollectError, CollectReport, Collected};
@@ -53,49 +54,15 @@ use crate::shared::record::ListRecord;
 use crate::shared::Inner;
 use crate::sink::Sink;
 use crate::slots::pool::Pool;
-use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU64, Mutex, Ordering};
 use activity::ActivityOrder;
 use deliver::{Delivery, Phase};
 use emit::EventOrder;
 use read::{read_phase, ReadOutcome, ReadShare};
-
-/// `Collector::state`: set while a flush keeps new readers out.
-const FLUSHING: u64 = 1 << 63;
-/// `Collector::state`: a `collect` came while a flush kept readers out; the flush collects
-/// once more for it before returning.
-const MISSED: u64 = 1 << 62;
-/// `Collector::state`, bits 32..62: one unit per flush waiting for the emitter. While one
-/// waits, a `collect` leaves what it read to it (the flush waits for every reader inside, then
-/// takes the read lists), and the emitter's holder stops at the end of its round.
-const FLUSH_WAITER: u64 = 1 << 32;
-/// `Collector::state`: the flushes waiting for the emitter.
-const FLUSH_WAITERS: u64 = MISSED - FLUSH_WAITER;
-/// `Collector::state`, bits 0..32: the collectors in their read phase now.
-const READERS: u64 = FLUSH_WAITER - 1;
-
-/// `Collector::handover`: set for the last round of a holder of the emitter, which will not
-/// look at the read queue after it (low bits: rounds begun, wrapping).
-const LAST_ROUND: u64 = 1 << 63;
-/// `Collector::handover`: the count of rounds begun.
-const ROUND_COUNT: u64 = LAST_ROUND - 1;
-/// Rounds one holder of the emitter emits in one call: its own, then, while callers that
-/// found it busy left read lists behind, more. The last is announced (`LAST_ROUND`): a caller
-/// that finds the emitter busy then waits for the round to end (or for the next round to
-/// begin) instead of returning at once, so that no read list is left behind without a
-/// producer's collects keeping any one call running.
-const ROUNDS: u32 = if cfg!(gpu_event_pool_loom) { 2 } else { 4 };
-
-crate::sync::const_thread_local! {
-    /// The emitters this thread holds now (their addresses): a sink that calls `collect`
-    /// never waits for the last round of its own caller, and one that calls `flush` on its
-    /// own context gets an error instead of waiting for itself.
-    static HOLDING: std::cell::RefCell<Vec<usize>> = std::cell::RefCell::new(Vec::new());
-}
-
-/// Whether this thread holds an emitter now.
-fn holding_any() -> bool {
-    HOLDING.with(|held| !held.borrow().is_empty())
-}
+use state::{
+    holding_any, holds, Flushing, Held, Reading, Waiting, FLUSHING, FLUSH_WAITER, FLUSH_WAITERS, LAST_ROUND,
+    MISSED, READERS, ROUNDS, ROUND_COUNT,
+};
 
 /// Which emit phase: a `collect`'s, a `flush`'s (an activity source is read until the lists
 /// taken have their records, within the hold limit), or the last handle's (`force`: no list
@@ -187,76 +154,6 @@ pub(crate) struct Collector<B: Backend> {
     /// that finds one begun since it started reads nothing itself (that pass took every list
     /// submitted before the flush began, and waited for it).
     passes: AtomicU64,
-}
-
-/// The emitter, held by this thread (counted in [`HOLDING`] until dropped).
-struct Held<'a, B: Backend>(MutexGuard<'a, Emitter<B>>);
-
-impl<'a, B: Backend> Held<'a, B> {
-    /// The emitter of the collector at `owner` (its address), held by this thread.
-    fn new(owner: usize, guard: MutexGuard<'a, Emitter<B>>) -> Self {
-        HOLDING.with(|held| held.borrow_mut().push(owner));
-        Self(guard)
-    }
-}
-
-impl<B: Backend> Drop for Held<'_, B> {
-    fn drop(&mut self) {
-        HOLDING.with(|held| held.borrow_mut().pop());
-    }
-}
-
-impl<B: Backend> std::ops::Deref for Held<'_, B> {
-    type Target = Emitter<B>;
-    fn deref(&self) -> &Emitter<B> {
-        &self.0
-    }
-}
-
-impl<B: Backend> std::ops::DerefMut for Held<'_, B> {
-    fn deref_mut(&mut self) -> &mut Emitter<B> {
-        &mut self.0
-    }
-}
-
-/// A flush announced as waiting for the emitter ([`FLUSH_WAITER`]): withdrawn when dropped,
-/// also if locking unwinds (a flush called from a sink, on the emitting thread).
-struct Waiting<'a>(&'a AtomicU64);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(FLUSH_WAITER, Ordering::SeqCst);
-    }
-}
-
-/// A collector in its read phase: leaves it (`state` minus one reader) when dropped, also if
-/// a backend or an allocation unwinds through the read.
-struct Reading<'a>(&'a AtomicU64);
-
-impl Drop for Reading<'_> {
-    fn drop(&mut self) {
-        // Release: the lists this reader pushed are visible to the flush that sees the count
-        // drop (its SeqCst read-modify-write acquires).
-        self.0.fetch_sub(1, Ordering::Release);
-    }
-}
-
-/// A flush keeping readers out: lets them in again when dropped, also if the flush unwinds.
-struct Flushing<'a>(&'a AtomicU64);
-
-impl Flushing<'_> {
-    /// Lets readers in again; whether a `collect` was turned away meanwhile.
-    fn end(self) -> bool {
-        let missed = self.0.fetch_and(!(FLUSHING | MISSED), Ordering::SeqCst) & MISSED != 0;
-        std::mem::forget(self);
-        missed
-    }
-}
-
-impl Drop for Flushing<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_and(!(FLUSHING | MISSED), Ordering::SeqCst);
-    }
 }
 
 impl<B: Backend> Collector<B> {
@@ -401,7 +298,7 @@ impl<B: Backend> Collector<B> {
     /// emits), or another round has begun (its take has them), or a flush waits (it takes
     /// them): at most the rest of one round. Never on a thread that holds an emitter (a sink
     /// calling `collect`): that would wait for itself.
-    fn take_over_from_last_round(&self, seen: u64) -> Option<Held<'_, B>> {
+    fn take_over_from_last_round(&self, seen: u64) -> Option<Held<'_, Emitter<B>>> {
         if seen & LAST_ROUND == 0 || holding_any() {
             return None;
         }
@@ -416,14 +313,14 @@ impl<B: Backend> Collector<B> {
         }
     }
 
-    /// This collector's address: what `HOLDING` records for its emitter.
+    /// This collector's address: what `state.rs` records for its emitter while held.
     fn address(&self) -> usize {
         self as *const Self as usize
     }
 
     /// Whether this thread holds this collector's emitter (a sink calling back into it).
     fn held_here(&self) -> bool {
-        HOLDING.with(|held| held.borrow().contains(&self.address()))
+        holds(self.address())
     }
 
     /// Whether a flush waits for the emitter. SeqCst; a stale answer either way is safe

@@ -20,6 +20,13 @@ fn stocked_in(slots: u32, segment: u32, size: u32) -> (LinkTable, Magazines) {
     (links, magazines)
 }
 
+/// Runs `f` on a thread of its own and joins it: a join returns once the thread's
+/// thread-local destructors (its magazine handed back) have run, which a scope's end does not
+/// wait for.
+fn on_a_thread_that_exits(f: impl FnOnce() + Send) {
+    std::thread::scope(|s| s.spawn(f).join().unwrap());
+}
+
 /// `slots` slots deposited one by one (segments of one slot), slot 0 on top.
 fn stocked(slots: u32, size: u32) -> (LinkTable, Magazines) {
     stocked_in(slots, 1, size)
@@ -323,14 +330,9 @@ fn a_starved_take_of_part_of_a_segment_leaves_the_rest_on_the_depot() {
 #[test]
 fn two_threads_alive_at_once_never_share_a_magazine_left_by_an_exited_one() {
     let (links, m) = stocked(16, 4);
-    // Joined: a join waits for the thread's thread-local destructors (a scope's end may not).
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let one = m.acquire(&links, 1).unwrap();
-            m.release(&links, one);
-        })
-        .join()
-        .unwrap();
+    on_a_thread_that_exits(|| {
+        let one = m.acquire(&links, 1).unwrap();
+        m.release(&links, one);
     });
     assert_eq!(m.counts().magazines, 1);
     let both_hold = std::sync::Barrier::new(2);
@@ -353,14 +355,9 @@ fn two_threads_alive_at_once_never_share_a_magazine_left_by_an_exited_one() {
 fn slots_left_in_an_exiting_threads_magazine_reach_a_thread_with_its_own() {
     let (links, m) = stocked(4, 4);
     let mine = m.acquire(&links, 1).unwrap();
-    // Joined: a join waits for the thread's thread-local destructors (a scope's end may not).
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let three = m.acquire(&links, 3).unwrap();
-            m.release(&links, three);
-        })
-        .join()
-        .unwrap();
+    on_a_thread_that_exits(|| {
+        let three = m.acquire(&links, 3).unwrap();
+        m.release(&links, three);
     });
     let three = m.acquire(&links, 3).expect("the exited thread's three");
     assert_eq!(three.len, 3);
