@@ -231,3 +231,92 @@ impl Entry {
         self.done.fetch_add(n, Ordering::Release);
     }
 }
+
+/// Each lock and each step of an entry on its own, from one thread, with no call that waits:
+/// a lock that is never given back, a place that does not move on or an entry never idle
+/// fails one of these at once, where the table's tests would spin on it for ever.
+#[cfg(all(test, not(gpu_event_pool_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[test]
+    fn places_are_taken_in_order_and_a_lock_not_used_takes_none() {
+        let entry = Entry::new();
+        for expected in 0..3 {
+            let locked = entry.try_lock_place().expect("no other thread holds it");
+            assert_eq!(locked.seq, expected);
+            assert!(entry.try_lock_place().is_none(), "held until taken or dropped");
+            assert_eq!(locked.take_place(), expected);
+        }
+        let unused = entry.try_lock_place().expect("unlocked by `take_place`");
+        assert_eq!(unused.seq, 3);
+        drop(unused);
+        assert_eq!(entry.try_lock_place().map(|l| l.seq), Some(3), "unlocked on drop, no place taken");
+    }
+
+    #[test]
+    fn an_entry_is_idle_once_every_place_taken_is_settled() {
+        let entry = Entry::new();
+        assert!(entry.try_lock_place().unwrap().idle(), "no place taken");
+        entry.try_lock_place().unwrap().take_place();
+        entry.try_lock_place().unwrap().take_place();
+        entry.settle(1);
+        assert!(!entry.try_lock_place().unwrap().idle(), "one place still open");
+        entry.settle(1);
+        assert!(entry.try_lock_place().unwrap().idle());
+    }
+
+    #[test]
+    fn the_place_lock_of_a_lane_is_had_only_while_the_entry_serves_it() {
+        let entry = Entry::new();
+        entry.key.store(7, Ordering::Relaxed);
+        let locked = entry.lock_place_of(7).expect("the entry serves lane 7");
+        assert!(locked.serve(7, 8), "idle, serving 7: taken over by 8");
+        drop(locked);
+        assert!(entry.lock_place_of(7).is_none(), "it serves 8 now: look again");
+        assert!(entry.lock_place_of(8).is_some());
+    }
+
+    #[test]
+    fn the_holders_and_claiming_locks_are_given_back_on_drop() {
+        let entry = Entry::new();
+        let holders = entry.try_lock_holders().expect("unlocked");
+        assert!(entry.try_lock_holders().is_none());
+        drop(holders);
+        assert!(entry.try_lock_holders().is_some());
+        drop(entry.lock_claiming());
+        assert!(!entry.claiming.load(Ordering::Relaxed), "unlocked on drop");
+    }
+
+    /// A waiter that found the lock held takes it once it is given back. Bounded, so that a
+    /// waiter that can never take it (a wrong guess at the unlocked word) fails this test
+    /// rather than hanging it; the bound is far past any scheduling delay.
+    #[test]
+    fn a_waiter_takes_the_place_lock_once_it_is_given_back() {
+        let entry = std::sync::Arc::new(Entry::new());
+        entry.try_lock_place().unwrap().take_place();
+        let held = entry.try_lock_place().unwrap();
+        let waiting = std::sync::Arc::new(AtomicBool::new(false));
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn({
+            let (entry, waiting) = (entry.clone(), waiting.clone());
+            move || {
+                let seq = entry
+                    .lock_place_while(|| {
+                        waiting.store(true, Ordering::Relaxed);
+                        true
+                    })
+                    .map(|locked| locked.take_place());
+                let _ = sender.send(seq);
+            }
+        });
+        while !waiting.load(Ordering::Relaxed) {
+            std::thread::yield_now();
+        }
+        assert_eq!(held.take_place(), 1);
+        let seq = receiver.recv_timeout(Duration::from_secs(60)).expect("the waiter took the lock");
+        assert_eq!(seq, Some(2));
+    }
+}

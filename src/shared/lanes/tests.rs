@@ -270,3 +270,68 @@ fn get_finds_each_index_in_its_level() {
     let (_, start) = level_span(3);
     assert!(table.get(start as u32).is_none(), "level 3 is not made");
 }
+
+/// Keys of one home in every level (the same low bits): a window of the first level holds
+/// `PROBES` of them, and the next one goes on to a later level.
+fn same_home(n: u64) -> u64 {
+    (n << 32) | 5
+}
+
+/// Fills the first-level window of home 5 with lanes that each hold a place (busy: not idle).
+fn fill_home_window(table: &LaneTable) -> Vec<u32> {
+    (1..=PROBES as u64)
+        .map(|n| {
+            let (index, entry) = table.first_level(same_home(n)).expect("the window has room");
+            assert_eq!(entry.key.load(Ordering::Relaxed), same_home(n), "claimed with its CAS");
+            entry.try_lock_place().expect("free").take_place();
+            index
+        })
+        .collect()
+}
+
+/// The lookups and the claim, one step at a time and from one thread: a lane that claims a
+/// first-level entry is found there again, a lane claimed into a later level is found there,
+/// a claim prefers an unused entry to an idle one and takes an idle one over before making a
+/// level. None of these steps waits, so a lookup that misses its own entry fails here at once
+/// (the table's other tests would look again for ever).
+#[test]
+fn a_lane_is_found_again_where_it_was_claimed() {
+    let table = LaneTable::new();
+    let first = fill_home_window(&table);
+    assert_eq!(first, (5..5 + PROBES as u32).collect::<Vec<_>>(), "the window from its home on");
+    for (n, &index) in (1..=PROBES as u64).zip(&first) {
+        assert_eq!(table.first_level(same_home(n)).map(|(i, _)| i), Some(index));
+    }
+    let outside = same_home(PROBES as u64 + 1);
+    assert!(table.first_level(outside).is_none(), "the window is full of busy lanes");
+    assert!(table.later_levels(outside).is_none(), "no later level yet");
+    let (index, locked) = table.claim(outside);
+    let (_, start) = level_span(1);
+    assert_eq!(index as usize, start + 5, "the first unused entry of its window in level 1");
+    assert_eq!(locked.take_place(), 0);
+    assert_eq!(table.later_levels(outside).map(|(i, _)| i), Some(index), "found where claimed");
+    assert!(std::ptr::eq(table.later_levels(outside).unwrap().1, table.get(index).unwrap()));
+}
+
+#[test]
+fn a_claim_takes_an_unused_entry_before_an_idle_one() {
+    let table = LaneTable::new();
+    fill_home_window(&table);
+    let level = table.make_level(1);
+    let (_, start) = level_span(1);
+    // The home entry of level 1 served a lane before and is idle now.
+    level[5].key.store(same_home(99), Ordering::Relaxed);
+    let (index, _locked) = table.claim(same_home(PROBES as u64 + 1));
+    assert_eq!(index as usize, start + 6, "the next entry, unused, not the idle home");
+}
+
+#[test]
+fn a_claim_takes_an_idle_entry_over_before_making_a_level() {
+    let table = LaneTable::new();
+    let first = fill_home_window(&table);
+    table.settle(first[3], 1);
+    let (index, locked) = table.claim(same_home(PROBES as u64 + 1));
+    assert_eq!(index, first[3], "the one idle entry of the full window");
+    assert_eq!(locked.take_place(), 1, "its places go on counting");
+    assert_eq!(levels(&table), 1, "no level made");
+}
