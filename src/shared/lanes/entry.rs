@@ -313,6 +313,9 @@ mod tests {
             }
         });
         while !waiting.load(Ordering::Relaxed) {
+            if let Ok(seq) = receiver.try_recv() {
+                panic!("the waiter came back with {seq:?} while the lock was held");
+            }
             std::thread::yield_now();
         }
         assert_eq!(held.take_place(), 1);
