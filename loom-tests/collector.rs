@@ -6,6 +6,7 @@
 mod backend;
 mod common;
 
+use gpu_event_pool::testing::SimFaults;
 use backend::{
     assert_accounted, builder, context, received, record_one_zone, LoomBackend, LoomStream, INJECTED_PANIC,
 };

@@ -13,7 +13,7 @@
 
 mod common;
 
-use gpu_event_pool::freelist::{Chain, Links, Segment, TaggedFreeList, NIL};
+use gpu_event_pool::testing::freelist::{Chain, Links, Segment, TaggedFreeList, NIL};
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use loom::sync::Arc;

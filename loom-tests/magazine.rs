@@ -12,8 +12,8 @@ mod backend;
 mod common;
 
 use backend::{assert_accounted, context, received, wait_for_exited_threads, LoomStream};
-use gpu_event_pool::freelist::{Chain, Links, NIL};
-use gpu_event_pool::magazine::Magazines;
+use gpu_event_pool::testing::freelist::{Chain, Links, NIL};
+use gpu_event_pool::testing::magazine::Magazines;
 use gpu_event_pool::{DynamicLocation, Lane, RecordError};
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{AtomicU32, AtomicU64};

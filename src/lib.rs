@@ -6,8 +6,8 @@
 //! 16128 events, `f32` timestamps since one base event) as:
 //!
 //! - a pool of timing events handed out by a tagged-index Treiber freelist
-//!   ([`freelist`]), in pages created on demand, with a per-thread magazine of free slots in
-//!   front of it ([`magazine`]) so that recording threads do not share a cache line;
+//!   (`slots/freelist.rs`), in pages created on demand, with a per-thread magazine of free slots in
+//!   front of it (`slots/magazine/`) so that recording threads do not share a cache line;
 //! - per-command-buffer [`EventList`]s that reserve slots in batches and record zones with
 //!   no lock (`zone_next` joins adjacent zones with one event), taking a lock of their stream
 //!   only at their first record there and at their submit or drop;
@@ -86,11 +86,15 @@ pub mod sink;
 mod slots;
 mod sync;
 
-/// The freelist and the magazines, reachable for the loom models (loom-tests/) and the pool
-/// benchmarks (benches/) only: hidden from the documentation, not part of the API, and free
-/// to change in any release.
+/// The one room for what the crate's own tests, loom models (loom-tests/) and benchmarks
+/// (benches/) reach and a user does not: the freelist and the magazines, and the faults the
+/// simulated GPU injects. Hidden from the documentation, not part of the API, and free to
+/// change in any release.
 #[doc(hidden)]
-pub use slots::{freelist, magazine};
+pub mod testing {
+    pub use crate::backend::sim::faults::{SimActivityFaults, SimFaults};
+    pub use crate::slots::{freelist, magazine};
+}
 
 /// The README's examples, compiled and run as doctests so that they stay true.
 #[cfg(doctest)]

@@ -12,6 +12,7 @@
 mod clock_common;
 mod trace_check;
 
+use gpu_event_pool::testing::SimFaults;
 use clock_common::{run, BadPair, Jump, Lateness, Read, World, MS, S, US};
 
 fn holds(world: &World) -> clock_common::Outcome {

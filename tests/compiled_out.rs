@@ -3,6 +3,8 @@
 //! records nothing. The same calls in the default build record (the control), so each build
 //! checks the other's claim.
 
+#[cfg(not(feature = "enable"))]
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::{location, TracingContext, ENABLED};

@@ -4,6 +4,7 @@
 //! than 2^31 below the last is a timer wrap; calibrated placement of GPU times). The model shows
 //! what a capture would: each context is one lane of Tracy's GPU timeline.
 
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::chrome::{ChromeTrace, ChromeTraceSink};
 use gpu_event_pool::sink::memory::MemorySink;

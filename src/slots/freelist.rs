@@ -72,7 +72,7 @@ pub trait Links {
 /// benchmark, numbered from 0.
 ///
 /// ```
-/// use gpu_event_pool::freelist::{FreeList, LinkTable};
+/// use gpu_event_pool::testing::freelist::{FreeList, LinkTable};
 /// let links = LinkTable::new(4);
 /// let free = FreeList::new();
 /// (0..4).for_each(|i| free.push(&links, i));

@@ -1,5 +1,6 @@
 //! Running a world: its workload, and every zone checked against the truth as it comes.
 
+use gpu_event_pool::testing::SimFaults;
 use super::{Jump, Lateness, Read, World, WorldGpu, MS, S};
 use gpu_event_pool::sim::SimStream;
 use gpu_event_pool::sink::{ClockDiscontinuity, ContextInfo, Sink, Zone, ZoneBatch};

@@ -113,36 +113,10 @@ impl SimActivities {
         end
     }
 
-    /// A launching call that makes no work record (CUDA's `cuLaunchHostFunc`, which CUPTI
-    /// reports no record for): its zone must not wait for one past the hold limit.
-    pub fn launch_without_record(&self) {
-        self.enter();
-    }
 
-    /// A launching call that fails: linked at its entry, untied at its exit.
-    pub fn fail_launch(&self) {
-        let correlation = self.enter();
-        if current_zone().is_some() {
-            lock(&self.source.links).push(Link { correlation, zone: None, outer: None });
-        }
-    }
 
-    /// The records of the next `n` launches are lost (counted in
-    /// [`ActivityLosses::records_dropped`]), as CUPTI drops records when it has no buffer.
-    pub fn drop_records(&self, n: u32) {
-        self.source.to_drop.store(n, Ordering::Relaxed);
-    }
 
-    /// The records of the next `n` launches come one read late, after later records, as a
-    /// buffer CUPTI holds back until every record in it is complete.
-    pub fn hold_back_records(&self, n: u32) {
-        self.source.to_hold.store(n, Ordering::Relaxed);
-    }
 
-    /// The next launch gets correlation id `id` (ids wrap at `u32::MAX`, as CUPTI's do).
-    pub fn next_correlation(&self, id: u32) {
-        self.source.next_correlation.store(id, Ordering::Relaxed);
-    }
 
     /// A call's entry: its id, and its link to the zone open on this thread, if any.
     fn enter(&self) -> u32 {
@@ -248,4 +222,29 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Takes one of the injections counted down in `counter`; whether there was one.
 fn take_one(counter: &AtomicU32) -> bool {
     counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+}
+
+impl super::faults::SimActivityFaults for SimActivities {
+    fn launch_without_record(&self) {
+        self.enter();
+    }
+
+    fn fail_launch(&self) {
+        let correlation = self.enter();
+        if current_zone().is_some() {
+            lock(&self.source.links).push(Link { correlation, zone: None, outer: None });
+        }
+    }
+
+    fn drop_records(&self, n: u32) {
+        self.source.to_drop.store(n, Ordering::Relaxed);
+    }
+
+    fn hold_back_records(&self, n: u32) {
+        self.source.to_hold.store(n, Ordering::Relaxed);
+    }
+
+    fn next_correlation(&self, id: u32) {
+        self.source.next_correlation.store(id, Ordering::Relaxed);
+    }
 }

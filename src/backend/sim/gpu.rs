@@ -2,6 +2,7 @@
 //! it runs).
 
 use crate::backend::{Backend, BackendError};
+use super::faults::SimFaults;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -228,58 +229,12 @@ impl SimBackend {
         (stream.busy_until.load(Ordering::Acquire) - self.now()).max(0)
     }
 
-    /// Events created so far.
-    pub fn events_created(&self) -> usize {
-        self.gpu.events_created.load(Ordering::Relaxed)
-    }
 
-    /// After `n` more successful event creations, every creation fails (until reset with
-    /// `None`).
-    pub fn fail_event_creation_after(&self, n: Option<u32>) {
-        self.gpu.creations_left.store(n.map_or(-1, i64::from), Ordering::Relaxed);
-    }
 
-    /// The next `n` records (on streams or as graph nodes) fail.
-    pub fn fail_records(&self, n: u32) {
-        self.gpu.record_failures.store(n, Ordering::Relaxed);
-    }
 
-    /// From now on, while any stream has work queued, an event recorded on an idle stream is
-    /// stamped `late_ns` after the record call instead of at it (the stream then waits for
-    /// it): a busy GPU reaches such an event late, as a loaded H200 reaches the collector's
-    /// anchors (up to a millisecond measured). 0 (the default) turns it off.
-    pub fn set_late_records(&self, late_ns: i64) {
-        self.gpu.late_ns.store(late_ns.max(0), Ordering::Relaxed);
-    }
 
-    /// The next [`wait`](Backend::wait) returns `delay_ns` after its event completes instead
-    /// of at once, as a backend whose completion is seen late does (wgpu maps a readback
-    /// buffer; a loaded host wakes the waiting thread late): the host time read after it is
-    /// then well past the GPU's. Later waits return at once again.
-    pub fn delay_next_wait(&self, delay_ns: i64) {
-        self.gpu.next_wait_delay_ns.store(delay_ns.max(0), Ordering::Relaxed);
-    }
 
-    /// From now on, the host clock of a manual simulation ([`host_now_ns`](Backend::host_now_ns))
-    /// runs `ppm` parts per million faster than the GPU (slower when negative), as a host
-    /// clock that NTP or chrony slews does; a later call changes the rate again, the clock
-    /// staying continuous. No effect on a real-time simulation, whose host clock is the
-    /// host's.
-    pub fn set_host_drift(&self, ppm: f64) {
-        if let Clock::Manual(_) = &self.gpu.clock {
-            let since = self.now();
-            let reading = self.host_reading(since);
-            let mut rates = self.gpu.host_rates.lock().unwrap_or_else(|p| p.into_inner());
-            rates.retain(|r| r.since < since);
-            rates.push(HostRate { since, reading, drift: ppm * 1e-6 });
-        }
-    }
 
-    /// What the host clock reads at simulated time `t` (nanoseconds), under the drifts set so
-    /// far: `t` itself until [`set_host_drift`](Self::set_host_drift) is called.
-    pub fn host_at(&self, t: i64) -> i64 {
-        self.host_reading(t).round() as i64
-    }
 
     fn host_reading(&self, t: i64) -> f64 {
         let rates = self.gpu.host_rates.lock().unwrap_or_else(|p| p.into_inner());
@@ -289,21 +244,8 @@ impl SimBackend {
         }
     }
 
-    /// The next `n` elapsed-time reads fail.
-    pub fn fail_elapsed(&self, n: u32) {
-        self.gpu.elapsed_failures.store(n, Ordering::Relaxed);
-    }
 
-    /// The next `n` elapsed-time reads panic (a buggy backend: the crate must survive it).
-    pub fn panic_in_elapsed(&self, n: u32) {
-        self.gpu.elapsed_panics.store(n, Ordering::Relaxed);
-    }
 
-    /// The next `n` reads of the host clock (`Backend::host_now_ns`) panic (a buggy backend:
-    /// the crate must survive it).
-    pub fn panic_in_host_clock(&self, n: u32) {
-        self.gpu.host_clock_panics.store(n, Ordering::Relaxed);
-    }
 
     fn stamp_time(&self, stream: &SimStream) -> i64 {
         let now = self.now();
@@ -436,6 +378,54 @@ impl Backend for SimBackend {
             Clock::Manual(_) => None,
             Clock::Realtime(start) => Some(*start),
         }
+    }
+}
+
+impl SimFaults for SimBackend {
+    fn events_created(&self) -> usize {
+        self.gpu.events_created.load(Ordering::Relaxed)
+    }
+
+    fn fail_event_creation_after(&self, n: Option<u32>) {
+        self.gpu.creations_left.store(n.map_or(-1, i64::from), Ordering::Relaxed);
+    }
+
+    fn fail_records(&self, n: u32) {
+        self.gpu.record_failures.store(n, Ordering::Relaxed);
+    }
+
+    fn set_late_records(&self, late_ns: i64) {
+        self.gpu.late_ns.store(late_ns.max(0), Ordering::Relaxed);
+    }
+
+    fn delay_next_wait(&self, delay_ns: i64) {
+        self.gpu.next_wait_delay_ns.store(delay_ns.max(0), Ordering::Relaxed);
+    }
+
+    fn set_host_drift(&self, ppm: f64) {
+        if let Clock::Manual(_) = &self.gpu.clock {
+            let since = self.now();
+            let reading = self.host_reading(since);
+            let mut rates = self.gpu.host_rates.lock().unwrap_or_else(|p| p.into_inner());
+            rates.retain(|r| r.since < since);
+            rates.push(HostRate { since, reading, drift: ppm * 1e-6 });
+        }
+    }
+
+    fn host_at(&self, t: i64) -> i64 {
+        self.host_reading(t).round() as i64
+    }
+
+    fn fail_elapsed(&self, n: u32) {
+        self.gpu.elapsed_failures.store(n, Ordering::Relaxed);
+    }
+
+    fn panic_in_elapsed(&self, n: u32) {
+        self.gpu.elapsed_panics.store(n, Ordering::Relaxed);
+    }
+
+    fn panic_in_host_clock(&self, n: u32) {
+        self.gpu.host_clock_panics.store(n, Ordering::Relaxed);
     }
 }
 

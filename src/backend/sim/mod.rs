@@ -10,14 +10,11 @@
 //! Two clocks:
 //! - [`SimBackend::manual`]: time moves only when a test calls [`SimBackend::advance`] (or
 //!   waits on an event, which moves the clock to it): deterministic stepping. Its host clock
-//!   (`host_now_ns`) reads the simulated time, or drifts against it at the rates
-//!   [`SimBackend::set_host_drift`] sets ([`SimBackend::host_at`] says what it read when).
+//!   (`host_now_ns`) reads the simulated time (the crate's own tests can make it drift).
 //! - [`SimBackend::realtime`]: time is the host's monotonic clock.
 //!
-//! Failures can be injected ([`SimBackend::fail_event_creation_after`],
-//! [`SimBackend::fail_records`], [`SimBackend::fail_elapsed`], and panics with
-//! [`SimBackend::panic_in_elapsed`] and [`SimBackend::panic_in_host_clock`]) to test error
-//! paths.
+//! The crate's own tests inject failures, panics, late records and a drifting host clock
+//! through a hidden trait (`faults.rs`), not part of the API.
 //!
 //! Graphs follow the CUDA backend's rule (feature `cuda`): a graph's zones time its FIRST
 //! launch only. Reading a graph zone's event before that launch fails with code
@@ -33,6 +30,7 @@
 //! launch a work record, tied to the zone open on the launching thread.
 
 mod activities;
+pub(crate) mod faults;
 mod gpu;
 
 pub use activities::SimActivities;

@@ -1,5 +1,6 @@
 //! Unit tests of the emit phase.
 
+use crate::backend::sim::faults::SimFaults;
 use super::*;
 use crate::backend::sim::SimBackend;
 use crate::shared::config::Config;

@@ -94,8 +94,8 @@ pub struct MagazineCounts {
 /// thread that acquires or releases gets its own magazine on first use.
 ///
 /// ```
-/// use gpu_event_pool::freelist::{Chain, LinkTable};
-/// use gpu_event_pool::magazine::Magazines;
+/// use gpu_event_pool::testing::freelist::{Chain, LinkTable};
+/// use gpu_event_pool::testing::magazine::Magazines;
 ///
 /// let links = LinkTable::new(64);
 /// let slots = Magazines::new(16);
