@@ -278,8 +278,42 @@ impl Rows {
 mod tests {
     use super::{row_name, row_uuid, Placing, Rows, IDLE_NS, LANE_TRACK};
     use crate::backend::Lane;
-    use crate::sink::perfetto::output::lock;
+    use crate::sink::perfetto::event::field;
+    use crate::sink::perfetto::output::{lock, TraceOutput};
+    use crate::sink::perfetto::wire::tests::{fields, Field};
     use crate::sink::perfetto::PerfettoTrace;
+
+    /// A track as a `TrackDescriptor` describes it.
+    #[derive(Debug)]
+    struct Described {
+        uuid: u64,
+        parent: Option<u64>,
+        name: String,
+        rank: Option<i32>,
+    }
+
+    /// The tracks described in `packets` (whole `Trace.packet` fields), in order.
+    fn described(packets: &[u8]) -> Vec<Described> {
+        let mut tracks = Vec::new();
+        for (_, packet) in fields(packets).into_iter().filter(|&(number, _)| number == field::PACKET) {
+            let Field::Bytes(packet) = packet else { panic!("a packet is a message") };
+            for (number, track) in fields(packet) {
+                let (field::TRACK_DESCRIPTOR, Field::Bytes(track)) = (number, track) else { continue };
+                let mut described = Described { uuid: 0, parent: None, name: String::new(), rank: None };
+                for (number, value) in fields(track) {
+                    match (number, value) {
+                        (1, Field::Number(uuid)) => described.uuid = uuid,
+                        (2, Field::Bytes(name)) => described.name = String::from_utf8(name.to_vec()).unwrap(),
+                        (5, Field::Number(parent)) => described.parent = Some(parent),
+                        (12, Field::Number(rank)) => described.rank = Some(rank as i64 as i32),
+                        other => panic!("a lane's track has no field {other:?}"),
+                    }
+                }
+                tracks.push(described);
+            }
+        }
+        tracks
+    }
 
     #[test]
     fn lanes_in_use_keep_their_sequences_and_lanes_idle_for_a_second_are_forgotten() {
@@ -380,5 +414,76 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Each row's track is described once, when the row is made: under its context's track,
+    /// named after its lane (a name given before the row was made included), ranked after
+    /// every row made before it. A lane named once its rows exist has them described again
+    /// with the name, still under the context. A lane's zones go to its own rows, whichever
+    /// lane was used in between.
+    #[test]
+    fn rows_are_described_under_their_context_in_order_of_first_use_with_their_lanes_name() {
+        let trace = PerfettoTrace::new(std::io::sink());
+        let mut out = lock(&trace.out);
+        out.staged().clear();
+        let mut rows = Rows::default();
+        let (context, compute, copies) = (7, Lane::Stream(1), Lane::Stream(2));
+        let zone = |begin, end| Placing { begin, end, list: 1, index: 0, parent: None };
+        rows.name(&mut out, context, copies, "copies");
+        rows.begin_batch();
+        rows.place(&mut out, context, compute, zone(0, 10));
+        rows.place(&mut out, context, copies, zone(5, 100));
+        rows.place(&mut out, context, compute, zone(20, 30));
+        rows.place(&mut out, context, compute, zone(25, 40));
+        rows.end_batch(out.staged());
+        rows.name(&mut out, context, compute, "compute");
+        let tracks = described(out.staged());
+        let shown: Vec<_> = tracks.iter().map(|t| (t.uuid, t.parent, t.name.as_str())).collect();
+        let uuid = |lane, row| row_uuid(context, lane, row);
+        assert_eq!(
+            shown,
+            [
+                (uuid(compute, 0), Some(context), "stream 0x1"),
+                (uuid(copies, 0), Some(context), "copies"),
+                (uuid(compute, 1), Some(context), "stream 0x1 (overlapping 1)"),
+                (uuid(compute, 0), Some(context), "compute"),
+                (uuid(compute, 1), Some(context), "compute (overlapping 1)"),
+            ]
+        );
+        let ranks: Vec<_> = tracks[..3].iter().map(|t| t.rank).collect();
+        assert_eq!(
+            ranks,
+            [Some(1), Some(2), Some(3)],
+            "in order of first use, after the context's rank-0 tracks"
+        );
+    }
+
+    /// `out_of_order` is the sum over every row's sequence, a forgotten lane's rows' counts
+    /// kept after it is forgotten (and counted once).
+    #[test]
+    fn events_out_of_order_are_counted_over_lanes_kept_and_forgotten() {
+        let trace = PerfettoTrace::new(std::io::sink());
+        let mut out = lock(&trace.out);
+        let mut rows = Rows::default();
+        // A batch of one zone at `at` on `lane`, its row's sequence also given `back` events
+        // each earlier than the one before (which the sink never writes on a row: the
+        // sequences count, the rows sum).
+        let batch = |rows: &mut Rows, out: &mut TraceOutput, lane, at: i64, back: i64| {
+            rows.begin_batch();
+            let zone = Placing { begin: at, end: at + 100, list: 0, index: 0, parent: None };
+            let row = rows.place(out, 1, lane, zone);
+            for ns in (0..=back).map(|k| at + 50 - k) {
+                row.sequence.end(out.staged(), ns);
+            }
+            rows.end_batch(out.staged());
+        };
+        // The zones' times are `CLOCK_MONOTONIC`: an hour after boot.
+        let (hour, once, often) = (3_600_000_000_000, Lane::Stream(1), Lane::Stream(2));
+        batch(&mut rows, &mut out, once, hour, 1);
+        batch(&mut rows, &mut out, often, hour + 2 * IDLE_NS, 2);
+        assert_eq!(rows.out_of_order(), 3, "both lanes kept");
+        batch(&mut rows, &mut out, often, hour + 3 * IDLE_NS, 0);
+        assert_eq!(rows.lanes.len(), 1, "the lane idle for over a second is forgotten");
+        assert_eq!(rows.out_of_order(), 3, "its count kept");
     }
 }

@@ -105,9 +105,10 @@ pub(super) fn close(out: &mut Vec<u8>, nested: Nested) {
     out[at] = value as u8;
 }
 
+/// Reading written bytes back, for the tests of this folder.
 #[cfg(test)]
-mod tests {
-    use super::{bytes, close, open, uint, varint, varint_len};
+pub(super) mod tests {
+    use super::{bytes, close, open, uint, varint, varint_len, LEN, VARINT};
 
     /// Reads a varint back: (value, bytes read).
     fn read_varint(input: &[u8]) -> (u64, usize) {
@@ -119,6 +120,39 @@ mod tests {
             }
         }
         panic!("a varint runs off the end");
+    }
+
+    /// A field's value read back: a varint's number, or a length-delimited field's bytes (a
+    /// string, or a nested message to read with [`fields`]).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(in crate::sink::perfetto) enum Field<'a> {
+        Number(u64),
+        Bytes(&'a [u8]),
+    }
+
+    /// The fields of `message`, in order: (field number, value).
+    pub(in crate::sink::perfetto) fn fields(mut message: &[u8]) -> Vec<(u32, Field<'_>)> {
+        let mut fields = Vec::new();
+        while !message.is_empty() {
+            let (key, used) = read_varint(message);
+            message = &message[used..];
+            let value = match key as u32 & 7 {
+                VARINT => {
+                    let (value, used) = read_varint(message);
+                    message = &message[used..];
+                    Field::Number(value)
+                }
+                LEN => {
+                    let (len, used) = read_varint(message);
+                    let (value, rest) = message[used..].split_at(len as usize);
+                    message = rest;
+                    Field::Bytes(value)
+                }
+                other => panic!("wire type {other}: not read here"),
+            };
+            fields.push(((key >> 3) as u32, value));
+        }
+        fields
     }
 
     #[test]
@@ -146,6 +180,7 @@ mod tests {
             assert_eq!(read_len as usize, len);
             assert_eq!(&out[2 + used..2 + used + len], &contents[..], "{len}");
             assert_eq!(&out[2 + used + len..], &[1 << 3, 7], "the next field follows");
+            assert_eq!(fields(&out[1..]), [(5, Field::Bytes(&contents)), (1, Field::Number(7))]);
             let mut direct = vec![0xaa];
             bytes(&mut direct, 5, &contents);
             uint(&mut direct, 1, 7);
