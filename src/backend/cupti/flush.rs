@@ -4,7 +4,8 @@
 
 use super::demangle::function_name;
 use super::{ActivityKind, ActivityRecord, ActivityTracer, CuptiError};
-use crate::backend::activity::{Activity, RecordHandoff, WorkKind};
+use super::handoff::RecordHandoff;
+use crate::backend::activity::{Activity, WorkKind};
 use crate::location::{DynamicLocation, Location};
 use cudarc::cupti::result::activity;
 use std::collections::HashMap;

@@ -53,13 +53,17 @@ mod buffers;
 mod config;
 mod demangle;
 mod flush;
+// How its buffer callbacks reach the running tracer (`gate.rs`), and the hand-off of
+// records between its flush thread and a collector (`handoff.rs`).
+mod gate;
+mod handoff;
 mod record;
 
 pub use backend::{host_now_ns, ClockSource, CuptiBackend};
 pub use config::CuptiConfig;
 pub use record::{ActivityKind, ActivityRecord};
 
-use crate::backend::activity::CallbackGate;
+use gate::CallbackGate;
 use buffers::BufferPool;
 use cudarc::cupti::result::{self as cupti, activity};
 use cudarc::cupti::sys;

@@ -11,18 +11,6 @@
 //! ([`Link`]). The collector reads the backend's [`ActivitySource`]: the work records and the
 //! links, and makes zones of them in each stream's GPU order (`collect/activity/`).
 
-// The CUPTI source's plumbing (crate-private): how its buffer callbacks reach the running
-// tracer, and the hand-off of records between its flush thread and a collector.
-#[cfg(feature = "cupti")]
-mod gate;
-#[cfg(feature = "cupti")]
-mod handoff;
-
-#[cfg(feature = "cupti")]
-pub(crate) use gate::CallbackGate;
-#[cfg(feature = "cupti")]
-pub(crate) use handoff::RecordHandoff;
-
 use super::BackendError;
 use crate::location::Location;
 use crate::sync::lock_std;
