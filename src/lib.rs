@@ -69,11 +69,13 @@
 // The layers, lowest first (docs/design.md, "The layers"): each file imports only files of
 // its own or a lower layer. Leaves: `sync`, `limits`, `location`, `launch`, `nvtx`, `error`; beside the layers,
 // `backend` and `sink` (the traits and their implementations, which import only leaves and
-// each other's traits); then `slots`, `shared`, `record`, `collect`, `context`.
+// each other's traits); then `slots`, `shared`, `record`, `collect`, `context`, and `faces`
+// (what one GPU API adds to a context: the only layer that names a backend's types).
 pub mod backend;
 mod collect;
 mod context;
 mod error;
+mod faces;
 pub mod launch;
 mod limits;
 pub mod location;
@@ -155,14 +157,14 @@ pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]
 pub use context::CollectorThread;
+pub use context::{ActivityStats, Builder, Stats, TracingContext};
+pub use error::{ConfigError, Error, TimeError};
 #[cfg(feature = "vulkan")]
 #[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
-pub use context::QueueSubmitError;
-pub use context::{ActivityStats, Builder, Stats, TracingContext};
+pub use faces::QueueSubmitError;
 #[cfg(feature = "wgpu")]
 #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
-pub use context::{PassScope, PassZone, Refused, Scope, Timestamped, WgpuList, WgpuSubmitError};
-pub use error::{ConfigError, Error, TimeError};
+pub use faces::{PassScope, PassZone, Refused, Scope, Timestamped, WgpuList, WgpuSubmitError};
 pub use launch::Launch;
 pub use location::{ArgValue, DynamicLocation, Location, SourceLocation, Verbosity};
 pub use record::{EventList, RecordError, SubmitError, ZoneGuard, ENABLED};

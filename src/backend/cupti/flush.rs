@@ -3,8 +3,8 @@
 //! queued, up to a bound, for the collector (docs/design.md, section 13, "One flush thread").
 
 use super::demangle::function_name;
-use super::{ActivityKind, ActivityRecord, ActivityTracer, CuptiError};
 use super::handoff::RecordHandoff;
+use super::{ActivityKind, ActivityRecord, ActivityTracer, CuptiError};
 use crate::backend::activity::{Activity, WorkKind};
 use crate::location::{DynamicLocation, Location};
 use cudarc::cupti::result::activity;

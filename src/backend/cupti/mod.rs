@@ -63,11 +63,11 @@ pub use backend::{host_now_ns, ClockSource, CuptiBackend};
 pub use config::CuptiConfig;
 pub use record::{ActivityKind, ActivityRecord};
 
-use gate::CallbackGate;
 use buffers::BufferPool;
 use cudarc::cupti::result::{self as cupti, activity};
 use cudarc::cupti::sys;
 use cudarc::driver::CudaStream;
+use gate::CallbackGate;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Why CUPTI could not be used.

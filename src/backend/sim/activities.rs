@@ -113,11 +113,6 @@ impl SimActivities {
         end
     }
 
-
-
-
-
-
     /// A call's entry: its id, and its link to the zone open on this thread, if any.
     fn enter(&self) -> u32 {
         let correlation = self.source.next_correlation.fetch_add(1, Ordering::Relaxed);

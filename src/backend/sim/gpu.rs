@@ -1,8 +1,8 @@
 //! [`SimBackend`]: the simulated GPU, timed by events (the module doc, in `sim/mod.rs`, says how
 //! it runs).
 
-use crate::backend::{Backend, BackendError};
 use super::faults::SimFaults;
+use crate::backend::{Backend, BackendError};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -229,13 +229,6 @@ impl SimBackend {
         (stream.busy_until.load(Ordering::Acquire) - self.now()).max(0)
     }
 
-
-
-
-
-
-
-
     fn host_reading(&self, t: i64) -> f64 {
         let rates = self.gpu.host_rates.lock().unwrap_or_else(|p| p.into_inner());
         match rates.iter().rev().find(|r| r.since <= t) {
@@ -243,9 +236,6 @@ impl SimBackend {
             None => t as f64,
         }
     }
-
-
-
 
     fn stamp_time(&self, stream: &SimStream) -> i64 {
         let now = self.now();

@@ -51,7 +51,7 @@ pub use ash;
 // recording path); `queue.rs` the queues (lanes), command buffers (streams) and the anchor
 // submitter; `device.rs` opens or wraps a device; `spin.rs` the spin shader; `backend.rs` the
 // `VulkanBackend`. It never touches slots, lists or the collector: submitting a command
-// buffer with its lists needs the context, so it lives above, in `context/vulkan.rs`.
+// buffer with its lists needs the context, so it lives above, in `faces/vulkan.rs`.
 mod backend;
 mod device;
 mod errors;

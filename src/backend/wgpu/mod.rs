@@ -44,7 +44,7 @@ pub use ::wgpu;
 // and their frames (a list's readbacks say whether its times come); `backend.rs` the
 // `WgpuBackend`. It never touches slots, lists or the collector: the lists and their scopes,
 // `queue_submit` and the frames need lists and the context, so they live above, in
-// `context/wgpu/`.
+// `faces/wgpu/`.
 mod backend;
 mod errors;
 mod event;

@@ -1,6 +1,6 @@
 //! The backend's stream: the timestamp queries of one list's zones. A mark takes the next
 //! query of the stream's current chunk; the stream's owner (a `WgpuList`, in
-//! `context/wgpu/`) says before each mark where its timestamp goes and writes it there after,
+//! `faces/wgpu/`) says before each mark where its timestamp goes and writes it there after,
 //! on whatever encoder or pass it holds, so that any encoder or pass can be timed.
 
 use super::errors::{NO_PASS_TIMESTAMPS, NO_SITE, NO_TIMESTAMPS};

@@ -1,7 +1,7 @@
 //! Unit tests of the emit phase.
 
-use crate::backend::sim::faults::SimFaults;
 use super::*;
+use crate::backend::sim::faults::SimFaults;
 use crate::backend::sim::SimBackend;
 use crate::shared::config::Config;
 use crate::shared::lanes::Holder;

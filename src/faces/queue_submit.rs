@@ -1,8 +1,8 @@
 //! Submitting command buffers and their lists in one order (feature `vulkan`): what its
 //! `queue_submit` checks before submitting anything (wgpu's lists check more: `wgpu/mod.rs`).
 
-use super::handle::TracingContext;
 use crate::backend::{Backend, BackendError};
+use crate::context::TracingContext;
 use crate::record::EventList;
 
 /// Why `TracingContext::queue_submit` submitted nothing, with the lists handed back (except

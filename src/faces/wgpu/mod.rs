@@ -8,8 +8,8 @@ mod scope;
 pub use list::WgpuList;
 pub use scope::{PassScope, PassZone, Scope, Timestamped};
 
-use super::handle::TracingContext;
 use crate::backend::wgpu::{WgpuBackend, WgpuQueue};
+use crate::context::TracingContext;
 
 #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
 impl TracingContext<WgpuBackend> {

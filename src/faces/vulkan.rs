@@ -1,9 +1,9 @@
 //! Submitting Vulkan command buffers and their lists in one order (feature `vulkan`).
 
-use super::handle::TracingContext;
 use super::queue_submit::QueueSubmitError;
 use crate::backend::vulkan::ash::vk;
 use crate::backend::vulkan::{VulkanBackend, VulkanQueue};
+use crate::context::TracingContext;
 use crate::record::EventList;
 
 #[cfg_attr(docsrs, doc(cfg(feature = "vulkan")))]
