@@ -60,8 +60,8 @@ use deliver::{Delivery, Phase};
 use emit::EventOrder;
 use read::{read_phase, ReadOutcome, ReadShare};
 use state::{
-    holding_any, holds, Flushing, Held, Reading, Waiting, FLUSHING, FLUSH_WAITER, FLUSH_WAITERS, LAST_ROUND,
-    MISSED, READERS, ROUNDS, ROUND_COUNT,
+    holding_any, holds, Flushing, Held, ReadPhase, Waiting, FLUSHING, FLUSH_WAITER, FLUSH_WAITERS,
+    LAST_ROUND, MISSED, READERS, ROUNDS, ROUND_COUNT,
 };
 
 /// Which emit phase: a `collect`'s, a `flush`'s (an activity source is read until the lists
@@ -343,7 +343,7 @@ impl<B: Backend> Collector<B> {
         if before & FLUSHING != 0 {
             return None;
         }
-        let _reading = Reading(&self.state);
+        let _reading = ReadPhase(&self.state);
         Some(match &self.share {
             Some(share) => read_phase(&self.inner, share, false, before & READERS > 0),
             None => ReadOutcome::default(),

@@ -90,9 +90,9 @@ impl Drop for Waiting<'_> {
 
 /// A collector in its read phase: leaves it (`state` minus one reader) when dropped, also if
 /// a backend or an allocation unwinds through the read.
-pub(super) struct Reading<'a>(pub(super) &'a AtomicU64);
+pub(super) struct ReadPhase<'a>(pub(super) &'a AtomicU64);
 
-impl Drop for Reading<'_> {
+impl Drop for ReadPhase<'_> {
     fn drop(&mut self) {
         // Release: the lists this reader pushed are visible to the flush that sees the count
         // drop (its SeqCst read-modify-write acquires).

@@ -32,12 +32,12 @@ impl<T, S> RecordHandoff<T, S> {
     /// Starts a read: waits for one in progress. `None` when `bounded` and the records
     /// waiting have reached the bound (the reader then leaves the source's records where they
     /// are).
-    pub(crate) fn begin_read(&self, bounded: bool) -> Option<Reading<'_, T, S>> {
+    pub(crate) fn begin_read(&self, bounded: bool) -> Option<HandoffRead<'_, T, S>> {
         let guard = lock(&self.reading);
         if bounded && self.pending.load(Ordering::Relaxed) >= self.max_pending {
             return None;
         }
-        Some(Reading { handoff: self, state: guard })
+        Some(HandoffRead { handoff: self, state: guard })
     }
 
     /// Moves every queued record to `out`, oldest batch first.
@@ -52,12 +52,12 @@ impl<T, S> RecordHandoff<T, S> {
 
 /// A read in progress: others wait until it is dropped.
 #[derive(Debug)]
-pub(crate) struct Reading<'a, T, S> {
+pub(crate) struct HandoffRead<'a, T, S> {
     handoff: &'a RecordHandoff<T, S>,
     state: MutexGuard<'a, S>,
 }
 
-impl<T, S> Reading<'_, T, S> {
+impl<T, S> HandoffRead<'_, T, S> {
     /// What the reader keeps from read to read.
     pub(crate) fn state(&mut self) -> &mut S {
         &mut self.state

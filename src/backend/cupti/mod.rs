@@ -167,21 +167,21 @@ pub struct Losses {
 
 /// What the callbacks reach: the pool and the drop count.
 #[derive(Debug)]
-struct Shared {
+struct CallbackState {
     pool: BufferPool,
     dropped: AtomicU64,
 }
 
-/// The running tracer's `Shared`, closed when none runs. CUPTI's buffer callbacks carry no
+/// The running tracer's `CallbackState`, closed when none runs. CUPTI's buffer callbacks carry no
 /// user pointer, so this is how they find it; the tracer's drop closes it and waits for the
 /// callbacks inside before freeing.
 #[cfg(not(gpu_event_pool_loom))]
-static ACTIVE: CallbackGate<Shared> = CallbackGate::new();
+static ACTIVE: CallbackGate<CallbackState> = CallbackGate::new();
 // Under loom (whose atomics are not `const`), made at first use: only the CUPTI models built
 // into the crate are run there, and they do not start a tracer.
 #[cfg(gpu_event_pool_loom)]
 loom::lazy_static! {
-    static ref ACTIVE: CallbackGate<Shared> = CallbackGate::new();
+    static ref ACTIVE: CallbackGate<CallbackState> = CallbackGate::new();
 }
 /// Set from `start` until the tracer is dropped (or `start` fails).
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -203,14 +203,14 @@ const FLUSH_FORCED: u32 = 1;
 /// CUPTI activity tracing for the whole process, one at a time (module doc).
 #[derive(Debug)]
 pub struct ActivityTracer {
-    shared: *mut Shared,
+    shared: *mut CallbackState,
     subscriber: sys::CUpti_SubscriberHandle,
 }
 
-// Safety: `shared` is only read through `&Shared` (its fields are atomics and lock-free
+// Safety: `shared` is only read through `&CallbackState` (its fields are atomics and lock-free
 // queues), and the subscriber handle is an opaque value CUPTI accepts from any thread.
 unsafe impl Send for ActivityTracer {}
-// Safety: as for `Send`; `&self` methods touch only `Shared`'s atomics and queues.
+// Safety: as for `Send`; `&self` methods touch only `CallbackState`'s atomics and queues.
 unsafe impl Sync for ActivityTracer {}
 
 /// Clears `STARTED` unless disarmed: `start`'s early returns leave no tracer behind.
@@ -248,7 +248,7 @@ impl ActivityTracer {
         // Safety: `subscriber` is a valid out-pointer; the callback (if any) reads no user data.
         unsafe { cupti::subscribe(&mut subscriber, on_launch, std::ptr::null_mut()) }
             .map_err(call("cuptiSubscribe"))?;
-        let shared = Box::into_raw(Box::new(Shared { pool, dropped: AtomicU64::new(0) }));
+        let shared = Box::into_raw(Box::new(CallbackState { pool, dropped: AtomicU64::new(0) }));
         // Safety: `shared` lives until `drop` has closed the gate (which waits for the
         // callbacks inside) and freed it.
         unsafe { ACTIVE.open(shared) };
@@ -266,7 +266,7 @@ impl ActivityTracer {
         Ok(tracer)
     }
 
-    fn shared(&self) -> &Shared {
+    fn shared(&self) -> &CallbackState {
         // Safety: `shared` came from `Box::into_raw` in `start` and is freed only in `drop`.
         unsafe { &*self.shared }
     }
@@ -458,7 +458,7 @@ unsafe extern "C" fn buffer_completed(
 /// # Safety
 /// `context` (possibly null) and `stream_id` are what CUPTI passed with `buffer`.
 unsafe fn completed(
-    shared: &Shared,
+    shared: &CallbackState,
     context: cudarc::driver::sys::CUcontext,
     stream_id: u32,
     buffer: *mut u8,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 /// What a backend and its clones share.
 #[derive(Debug)]
-struct Shared {
+struct BackendState {
     queries: Arc<Queries>,
     queue: WgpuQueue,
     scale: TickScale,
@@ -42,7 +42,7 @@ struct Shared {
 /// ```
 #[derive(Debug, Clone)]
 pub struct WgpuBackend {
-    shared: Arc<Shared>,
+    shared: Arc<BackendState>,
     debug_groups: bool,
 }
 
@@ -57,7 +57,7 @@ impl WgpuBackend {
             BackendError::new("Queue::get_timestamp_period", format!("{period} ns per tick"))
         })?;
         Ok(Self {
-            shared: Arc::new(Shared {
+            shared: Arc::new(BackendState {
                 queries: Arc::new(Queries::new(device, timestamps)),
                 queue: WgpuQueue::new(queue),
                 scale,

@@ -137,7 +137,7 @@ struct Fired {
 
 /// What a recorder's handles, sinks and dump thread share.
 #[derive(Debug)]
-struct Shared {
+struct RecorderState {
     bounds: Bounds,
     /// Which counter samples the rings keep, when they keep any.
     counters: Option<Duration>,
@@ -229,7 +229,7 @@ impl FlightRecorderBuilder {
             }
             None => None,
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(RecorderState {
             bounds,
             counters: self.counters,
             chrome_timeline: self.chrome_timeline,
@@ -251,7 +251,7 @@ impl FlightRecorderBuilder {
 }
 
 /// Writes the automatic dumps asked for, until the recorder is gone.
-fn dump_thread(shared: &Weak<Shared>, requested: &Receiver<String>) {
+fn dump_thread(shared: &Weak<RecorderState>, requested: &Receiver<String>) {
     for reason in requested {
         let Some(shared) = shared.upgrade() else { return };
         let Some(auto) = &shared.auto else { return };
@@ -278,7 +278,7 @@ fn dump_thread(shared: &Weak<Shared>, requested: &Receiver<String>) {
 /// A flight recorder (module docs). Cheap to clone: clones share the rings.
 #[derive(Debug, Clone)]
 pub struct FlightRecorder {
-    shared: Arc<Shared>,
+    shared: Arc<RecorderState>,
 }
 
 impl FlightRecorder {
@@ -324,7 +324,7 @@ impl FlightRecorder {
     }
 
     fn write(
-        shared: &Shared,
+        shared: &RecorderState,
         path: &Path,
         format: DumpFormat,
         reason: String,
@@ -375,7 +375,7 @@ impl FlightRecorder {
 }
 
 /// Counts a trigger and asks the dump thread for a dump, unless within the cooldown.
-fn fire(shared: &Shared, reason: String) -> bool {
+fn fire(shared: &RecorderState, reason: String) -> bool {
     let mut fired = lock(&shared.fired);
     fired.triggers += 1;
     let Some(auto) = &shared.auto else {
@@ -400,7 +400,7 @@ pub struct FlightRecorderSink {
     ring: Arc<Mutex<Ring>>,
     /// Which counter samples it keeps, when it keeps any.
     counters: Option<Every>,
-    shared: Arc<Shared>,
+    shared: Arc<RecorderState>,
     watch: Option<Watch>,
 }
 
