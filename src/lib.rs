@@ -67,7 +67,8 @@
 )]
 
 // The layers, lowest first (docs/design.md, "The layers"): each file imports only files of
-// its own or a lower layer. Leaves: `sync`, `limits`, `location`, `launch`, `nvtx`, `error`; beside the layers,
+// its own or a lower layer. Leaves: `sync`, `limits`, `location`, `launch`, `nvtx` (and `error`, which imports only
+// the backend's error type); beside the layers,
 // `backend` and `sink` (the traits and their implementations, which import only leaves and
 // each other's traits); then `slots`, `shared`, `record`, `collect`, `context`, and `faces`
 // (what one GPU API adds to a context: the only layer that names a backend's types).

@@ -16,6 +16,9 @@
 //! the simulation's [`SimActivities`](sim::SimActivities)). The same lists, guards, `submit`,
 //! `collect`, frames and sinks serve both; switching is the backend given to the builder.
 
+// Beside the layers (docs/design.md, section 11): imports only the leaves (`location`,
+// `sync`) and the sink trait (wgpu's frames are a sink); never the pool, the lists, the
+// shared state, the collector or the context.
 pub mod activity;
 #[cfg(feature = "cuda")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cuda")))]

@@ -21,6 +21,10 @@
 //! - `tracing_layer` (feature `tracing`): not a sink but a `tracing-subscriber` layer that
 //!   writes the application's CPU spans into a [`chrome::ChromeTrace`], beside its GPU zones.
 
+// Beside the layers (docs/design.md, section 11): imports only the leaves (`location`,
+// `launch`) and the backend's `Lane` and trait (Tracy's calibration reads a host clock); never
+// the pool, the lists, the shared state, the collector or the context: it sees zones only as
+// the collector delivers them.
 pub mod chrome;
 mod counters;
 #[cfg(feature = "perfetto")]
