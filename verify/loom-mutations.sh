@@ -93,8 +93,8 @@ mutation L6:first-level-claim-race-lost-taken src/shared/lanes/mod.rs \
     "Err(other) => other != key," \
     "--test loom_lanes lists_started_at_once_on_one_lane_are_emitted_in_gpu_order" \
     "lane order is not|panicked"
-# The callback gate (backend/activity/gate.rs): a callback racing the gate's opening.
-mutation G4:gate-active-load-Relaxed src/backend/activity/gate.rs \
+# The callback gate (backend/cupti/gate.rs): a callback racing the gate's opening.
+mutation G4:gate-active-load-Relaxed src/backend/cupti/gate.rs \
     "let target = self.active.load(Ordering::Acquire);" \
     "let target = self.active.load(Ordering::Relaxed);" \
     "--features cupti --lib loom_gate::a_callback_racing_the_gate_opening_sees_the_state_as_made" "Causality violation"
@@ -220,24 +220,24 @@ mutation M3:magazine-publish-CAS-Relaxed src/slots/magazine/free_slots.rs \
     "match self.magazines.compare_exchange_weak(head, fresh, Ordering::Relaxed, Ordering::Relaxed) {" \
     "--test loom_magazine" "panicked at"
 
-# The callback gate (backend/activity/gate.rs): a callback racing the gate's closing. A
+# The callback gate (backend/cupti/gate.rs): a callback racing the gate's closing. A
 # callback that reads the state after its free reads loom's handle of the cell from freed
 # memory: loom then fails on the index it finds there ("index out of bounds").
-mutation G1:gate-close-waits-with-a-load src/backend/activity/gate.rs \
+mutation G1:gate-close-waits-with-a-load src/backend/cupti/gate.rs \
     "while self.in_callback.fetch_add(0, Ordering::SeqCst) != 0 {" \
     "while self.in_callback.load(Ordering::SeqCst) != 0 {" \
     "--features cupti --lib loom_gate::a_callback_racing_the_gate_closing_never_touches_freed_state" \
     "Causality violation|index out of bounds"
-mutation G2:gate-leave-Relaxed src/backend/activity/gate.rs \
+mutation G2:gate-leave-Relaxed src/backend/cupti/gate.rs \
     "self.0.fetch_sub(1, Ordering::SeqCst);" \
     "self.0.fetch_sub(1, Ordering::Relaxed);" \
     "--features cupti --lib loom_gate::a_callback_racing_the_gate_closing_never_touches_freed_state" "Causality violation"
-mutation G3:gate-enter-Relaxed src/backend/activity/gate.rs \
+mutation G3:gate-enter-Relaxed src/backend/cupti/gate.rs \
     "self.in_callback.fetch_add(1, Ordering::SeqCst);" \
     "self.in_callback.fetch_add(1, Ordering::Relaxed);" \
     "--features cupti --lib loom_gate::a_callback_racing_the_gate_closing_never_touches_freed_state" \
     "Causality violation|index out of bounds"
-mutation G5:gate-open-Relaxed src/backend/activity/gate.rs \
+mutation G5:gate-open-Relaxed src/backend/cupti/gate.rs \
     "self.active.store(target, Ordering::SeqCst);" \
     "self.active.store(target, Ordering::Relaxed);" \
     "--features cupti --lib loom_gate::a_callback_racing_the_gate_opening_sees_the_state_as_made" "Causality violation"

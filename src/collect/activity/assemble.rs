@@ -311,7 +311,14 @@ impl Assembler {
         self.unarrived.retain(|_, &mut linked| now.saturating_sub(linked) < hold);
         let keys: Vec<u64> = self.lanes.keys().copied().collect();
         for key in keys {
-            while let Some(front) = self.lanes.get(&key).and_then(VecDeque::front) {
+            // Each turn emits the front, or the list it belongs to (which leaves `lists`), or
+            // stops: the lane's records and the lists kept shrink every turn.
+            let mut before = usize::MAX;
+            while let Some(lane) = self.lanes.get(&key) {
+                let Some(front) = lane.front() else { break };
+                let size = lane.len() + self.lists.len();
+                debug_assert!(size < before, "lane {key}: a turn of the emit loop emitted nothing");
+                before = size;
                 // An earlier launch's record may still come, on this lane: wait for it.
                 let earlier = self.unarrived.first_key_value().is_some_and(|(&c, _)| c < front.correlation);
                 if earlier && !force {
@@ -391,7 +398,8 @@ impl Assembler {
         for &key in &list.lanes {
             let Some(lane) = self.lanes.get_mut(&key) else { continue };
             let mut i = 0;
-            while i < lane.len() {
+            // Each turn takes record i out or steps past it: one turn a record.
+            for _ in 0..lane.len() {
                 let index = match lane[i].owner {
                     Some(z) if z.list == id => {
                         taken.zones.binary_search_by_key(&z.position, |u| u.position).ok()

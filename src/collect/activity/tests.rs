@@ -61,7 +61,8 @@ fn z(name: &str, depth: u32, begin: i64, end: i64) -> (String, u32, i64, i64) {
 
 #[test]
 fn a_list_comes_out_nested_with_the_spans_of_its_work() {
-    let mut a = Assembler::new(CONTEXT, 0);
+    let base = 40;
+    let mut a = Assembler::new(CONTEXT, base);
     // list 1: cb { pass { k10 k11 } k12 }: cb begins at event 0, pass at event 1.
     a.link([link(10, key(1, 1)), link(11, key(1, 1)), link(12, key(1, 0))], 0);
     a.take([list(1, vec![zone(0, None, 0, "cb", A), zone(1, Some(0), 1, "pass", A)])], 0);
@@ -79,6 +80,13 @@ fn a_list_comes_out_nested_with_the_spans_of_its_work() {
     );
     assert_eq!((out.lists, out.user_zones, out.activities, out.empty_zones), (1, 2, 3, 0));
     assert!(out.batches[0].1.iter().all(|z| z.frame == Some(5)), "every zone carries its list's frame");
+    assert!(
+        out.batches[0]
+            .1
+            .iter()
+            .all(|z| (z.gpu_begin_ns, z.gpu_end_ns) == (z.host_begin_ns - base, z.host_end_ns - base)),
+        "GPU times count from the context's base"
+    );
     assert_eq!(out.batches[0].0, 1, "the batch is the list's");
     assert_eq!(a.pending(), (0, 0), "nothing is kept once emitted");
 }
@@ -91,9 +99,11 @@ fn a_list_waits_for_the_records_of_its_launches_and_the_lane_behind_it_waits_too
     a.records([kernel(A, 10, 100, 110), kernel(A, 12, 300, 310)], 0);
     let out = a.emit(10, HOLD, false);
     assert!(out.batches.is_empty(), "k11 has not come: the list and k12 behind it wait");
+    assert_eq!(a.links(), 2, "the list keeps the links of its launches while it waits");
     a.records([kernel(A, 11, 200, 210)], 20);
     let out = a.emit(20, HOLD, false);
     assert_eq!(names(&out), vec![vec!["cb", "k10", "k11"], vec!["k12"]]);
+    assert_eq!((a.pending(), a.links()), ((0, 0), 0), "nothing is kept once emitted, no link either");
 }
 
 /// A launch linked to a zone that never gets a record (a host function, a record the API
@@ -128,19 +138,19 @@ fn a_launch_that_never_gets_a_record_holds_its_lane_only_until_the_hold_limit() 
 #[test]
 fn work_of_a_list_never_submitted_goes_out_alone_after_the_hold_limit() {
     let mut a = Assembler::new(CONTEXT, 0);
-    a.link([link(10, key(1, 0)), link(11, key(1, 0)), link(20, key(2, 0))], 0);
+    a.link([link(10, key(1, 0)), link(11, key(1, 1)), link(20, key(2, 0))], 0);
     a.take([list(2, vec![zone(0, None, 0, "later", A)])], 0);
     a.records([kernel(A, 10, 100, 110), kernel(A, 11, 120, 130), kernel(A, 20, 200, 210)], 5);
     assert!(a.emit(HOLD + 4, HOLD, false).batches.is_empty());
     let out = a.emit(HOLD + 5, HOLD, false);
     assert_eq!(names(&out), vec![vec!["k10"], vec!["k11"], vec!["later", "k20"]]);
     assert_eq!(out.held, vec![HeldLane { lane: A, list_id: 1, held_ns: HOLD }], "reported once");
-    // The list comes at last: its zone's work went out already, alone; the zone spans it
-    // all the same (before, it was counted as empty).
-    a.take([list(1, vec![zone(0, None, 0, "first", A)])], 2 * HOLD);
+    // The list comes at last: its zones' work went out already, alone; each zone spans its
+    // own all the same (before, it was counted as empty).
+    a.take([list(1, vec![zone(0, None, 0, "first", A), zone(1, Some(0), 1, "inner", A)])], 2 * HOLD);
     let out = a.emit(2 * HOLD, HOLD, false);
     assert_eq!((out.lists, out.empty_zones), (1, 0));
-    assert_eq!(shape(&out), vec![vec![z("first", 0, 100, 130)]]);
+    assert_eq!(shape(&out), vec![vec![z("first", 0, 100, 130), z("inner", 1, 120, 130)]]);
     assert_eq!(a.pending(), (0, 0));
 }
 
@@ -215,7 +225,28 @@ fn a_failed_launch_is_untied_and_holds_nothing_up() {
     a.take([list(1, vec![zone(0, None, 0, "cb", A)])], 0);
     a.records([kernel(A, 10, 100, 110)], 0);
     let out = a.emit(0, HOLD, false);
-    assert_eq!((out.lists, out.lists_partial), (1, 0));
+    assert_eq!((out.lists, out.lists_partial, a.links()), (1, 0, 0));
+    // A list still being recorded whose launches all failed is forgotten at the hold limit.
+    a.link([link(20, key(2, 0)), Link { correlation: 20, zone: None, outer: None }], 1);
+    let _ = a.emit(HOLD, HOLD, false);
+    assert_eq!(a.pending(), (0, 1), "kept until the hold limit");
+    let _ = a.emit(HOLD + 1, HOLD, false);
+    assert_eq!(a.pending(), (0, 0), "forgotten then");
+}
+
+#[test]
+fn a_failed_launch_and_the_failed_call_made_inside_it_untie_one_launch() {
+    let mut a = Assembler::new(CONTEXT, 0);
+    // Launch 5 works; launch 10 fails, and so does the driver call made inside it (12): each
+    // is untied at its exit, the inner one first.
+    let untied = |correlation| Link { correlation, zone: None, outer: None };
+    let inside = Link { correlation: 12, zone: Some(key(1, 0)), outer: Some(10) };
+    a.link([link(5, key(1, 0)), link(10, key(1, 0)), inside, untied(12), untied(10)], 0);
+    a.take([list(1, vec![zone(0, None, 0, "cb", A)])], 0);
+    assert!(a.emit(0, HOLD, false).batches.is_empty(), "the list still waits for launch 5");
+    a.records([kernel(A, 5, 100, 110)], 1);
+    let out = a.emit(1, HOLD, false);
+    assert_eq!((names(&out), out.lists_partial), (vec![vec!["cb".to_owned(), "k5".to_owned()]], 0));
 }
 
 #[test]
@@ -259,10 +290,65 @@ fn zones_with_no_work_are_counted_empty() {
     let out = a.emit(0, HOLD, false);
     assert_eq!(names(&out), vec![vec!["cb", "busy", "k10"]]);
     assert_eq!(out.empty_zones, 1);
-    // A list with no launch at all goes out at once, all empty.
+    // A list with no launch at all goes out at once, all empty, complete.
     a.take([list(2, vec![zone(0, None, 0, "nothing", A)])], 1);
     let out = a.emit(1, HOLD, false);
-    assert_eq!((out.lists, out.empty_zones, out.batches.len()), (1, 1, 0));
+    assert_eq!((out.lists, out.lists_partial, out.empty_zones, out.batches.len()), (1, 0, 1, 0));
+    // One whose launch never had a record goes out at the hold limit, all empty, partial.
+    a.link([link(30, key(3, 0))], 2);
+    a.take([list(3, vec![zone(0, None, 0, "lost", A)])], 2);
+    assert_eq!(a.emit(HOLD + 1, HOLD, false).lists, 0);
+    let out = a.emit(HOLD + 2, HOLD, false);
+    assert_eq!((out.lists, out.lists_partial, out.empty_zones, out.batches.len()), (1, 1, 1, 0));
+}
+
+#[test]
+fn a_flush_keeps_reading_only_for_taken_lists_missing_a_record() {
+    let mut a = Assembler::new(CONTEXT, 0);
+    // Lists 1 and 2 taken, one launch each; list 3 still being recorded.
+    a.link([link(10, key(1, 0)), link(20, key(2, 0)), link(30, key(3, 0))], 0);
+    a.take([list(1, vec![zone(0, None, 0, "one", A)]), list(2, vec![zone(0, None, 0, "two", A)])], 0);
+    assert_eq!(a.lists_waiting(), 2);
+    a.records([kernel(A, 10, 100, 110)], 0);
+    assert_eq!(a.lists_waiting(), 1, "list 1 is complete");
+    a.records([kernel(A, 20, 200, 210), kernel(A, 30, 300, 310)], 0);
+    assert_eq!(a.lists_waiting(), 0, "list 2 is complete, list 3 is not taken");
+}
+
+/// Two lists recorded on two threads launch on one stream: their work interleaves on its lane.
+#[test]
+fn lists_whose_work_interleaves_on_one_stream_each_take_their_own() {
+    let mut a = Assembler::new(CONTEXT, 0);
+    a.link([link(10, key(1, 0)), link(20, key(2, 0)), link(11, key(1, 0)), link(21, key(2, 0))], 0);
+    a.take([list(1, vec![zone(0, None, 0, "one", A)]), list(2, vec![zone(0, None, 0, "two", A)])], 0);
+    a.records(
+        [kernel(A, 10, 100, 110), kernel(A, 20, 120, 130), kernel(A, 11, 140, 150), kernel(A, 21, 160, 170)],
+        0,
+    );
+    let out = a.emit(0, HOLD, false);
+    assert_eq!(
+        shape(&out),
+        vec![
+            vec![z("one", 0, 100, 150), z("k10", 1, 100, 110), z("k11", 1, 140, 150)],
+            vec![z("two", 0, 120, 170), z("k20", 1, 120, 130), z("k21", 1, 160, 170)],
+        ]
+    );
+}
+
+/// A graph launch gives a record of each node, all with its id.
+#[test]
+fn every_record_of_a_graph_launch_is_its_zones_while_one_still_waits_for_the_list() {
+    let mut a = Assembler::new(CONTEXT, 0);
+    a.link([link(10, key(1, 0))], 0);
+    a.records([kernel(A, 10, 100, 110)], 0);
+    assert!(a.emit(1, HOLD, false).batches.is_empty(), "its list is still being recorded");
+    a.records([kernel(A, 10, 120, 130)], 2);
+    a.take([list(1, vec![zone(0, None, 0, "graph", A)])], 3);
+    let out = a.emit(3, HOLD, false);
+    assert_eq!(
+        shape(&out),
+        vec![vec![z("graph", 0, 100, 130), z("k10", 1, 100, 110), z("k10", 1, 120, 130)]]
+    );
 }
 
 #[test]
