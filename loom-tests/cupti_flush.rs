@@ -10,7 +10,7 @@
 //! RUSTFLAGS="--cfg gpu_event_pool_loom" cargo test --release --features cupti --lib loom_flush
 //! ```
 //!
-//! The rule it checks (`backend/activity/handoff.rs`): a read holds the reading lock from
+//! The rule it checks (`backend/cupti/handoff.rs`): a read holds the reading lock from
 //! before it takes records out of CUPTI's buffers until its batch is queued, and a collector's
 //! read waits for one in progress; so a collector that reads after the work completed finds
 //! every record queued, whichever thread took it out of the buffers. Taking the records

@@ -1,4 +1,4 @@
-//! Loom models of the CUPTI callback gate (`backend/activity/gate.rs`), over the real code:
+//! Loom models of the CUPTI callback gate (`backend/cupti/gate.rs`), over the real code:
 //! a buffer callback racing the gate's closing (the tracer's drop) and its opening (a tracer
 //! started while a late callback runs).
 //!

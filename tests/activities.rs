@@ -2,9 +2,9 @@
 //! what CUPTI does to records (none for a launch, held back, dropped, ids that wrap), zones
 //! ended out of order or left open, and nothing waits past the hold limit.
 
-use gpu_event_pool::testing::SimActivityFaults;
 use gpu_event_pool::sim::{SimActivities, SimBackend, SimStream};
 use gpu_event_pool::sink::memory::MemorySink;
+use gpu_event_pool::testing::SimActivityFaults;
 use gpu_event_pool::{location, DynamicLocation, Error, TracingContext};
 use std::time::Duration;
 

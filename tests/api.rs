@@ -1,8 +1,8 @@
 //! The API a runtime adopts: builder, configuration errors, `Debug`, and the small promises
 //! around them.
 
-use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sim::SimBackend;
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{location, Config, ConfigError, Error, TracingContext};
 
 #[test]

@@ -12,8 +12,8 @@
 mod clock_common;
 mod trace_check;
 
-use gpu_event_pool::testing::SimFaults;
 use clock_common::{run, BadPair, Jump, Lateness, Read, World, MS, S, US};
+use gpu_event_pool::testing::SimFaults;
 
 fn holds(world: &World) -> clock_common::Outcome {
     let outcome = run(world);

@@ -3,10 +3,10 @@
 //! bounded references under lane churn, no event queries, panic safety, reports that survive
 //! errors, and reading shared between concurrent collectors.
 
-use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sim::{SimBackend, SimStream};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::{ContextInfo, Sink, Zone, ZoneBatch};
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{
     location, Backend, BackendError, CollectError, Collected, DynamicLocation, Error, Lane, RecordError,
     TracingContext,

@@ -3,10 +3,10 @@
 //! records nothing. The same calls in the default build record (the control), so each build
 //! checks the other's claim.
 
-#[cfg(not(feature = "enable"))]
-use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::memory::MemorySink;
+#[cfg(not(feature = "enable"))]
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{location, TracingContext, ENABLED};
 
 /// Every recording call of the API, once: zones on a stream (with and without guards), in a

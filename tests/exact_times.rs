@@ -5,9 +5,9 @@
 //! collector's anchors within 1 ms); a zone whose events are further apart is off by at most
 //! 2^-24 of the distance plus 1 ns (CUDA's `f32` milliseconds).
 
-use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sim::{SimBackend, SimStream};
 use gpu_event_pool::sink::memory::MemorySink;
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{location, TracingContext};
 
 const MS: i64 = 1_000_000;

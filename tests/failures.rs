@@ -2,10 +2,10 @@
 //! panics while times are read, a producer that never stops while a flush runs. Each test
 //! failed before its fix (the commit that added it says how).
 
-use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sim::{SimBackend, SimStream};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::{ContextInfo, Sink, ZoneBatch};
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{Collected, Error, TracingContext};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};

@@ -1,9 +1,9 @@
 //! The event lifecycle end to end on the simulated GPU: record, submit, collect, release.
 
-use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sim::{SimBackend, SimStream};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{
     location, Collected, ConfigError, DynamicLocation, Error, RecordError, Stats, SubmitError,
     TracingContext, Verbosity,

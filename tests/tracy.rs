@@ -4,7 +4,6 @@
 //! than 2^31 below the last is a timer wrap; calibrated placement of GPU times). The model shows
 //! what a capture would: each context is one lane of Tracy's GPU timeline.
 
-use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sim::SimBackend;
 use gpu_event_pool::sink::chrome::{ChromeTrace, ChromeTraceSink};
 use gpu_event_pool::sink::memory::MemorySink;
@@ -12,6 +11,7 @@ use gpu_event_pool::sink::tracy::{
     TracyApi, TracyContextIds, TracyGpuKind, TracySink, DEFAULT_MAX_STREAM_LANES, MAX_CONTEXTS,
 };
 use gpu_event_pool::sink::{Calibration, ContextInfo, Sink, Zone, ZoneBatch};
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{location, Config, DynamicLocation, Lane, Location, SourceLocation, TracingContext};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};

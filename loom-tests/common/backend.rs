@@ -17,9 +17,9 @@
 //! The clock is `std` state, outside loom's view: loom runs one thread at a time, so it is the
 //! same in every replay of an interleaving.
 
-use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{
     Backend, BackendError, Builder, DynamicLocation, EventList, Lane, Stats, TracingContext,
 };

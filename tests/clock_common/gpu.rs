@@ -2,9 +2,9 @@
 //! and steps as the world says, host reads delayed, a first pair that can be wrong, absurd
 //! reads on demand, and a log of the simulated time every recorded event is reached at.
 
-use gpu_event_pool::testing::SimFaults;
 use super::{BadPair, Lateness};
 use gpu_event_pool::sim::{SimBackend, SimEvent, SimGraph, SimGraphNode, SimStream};
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{Backend, BackendError, Elapsed};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,9 +1,9 @@
 //! Running a world: its workload, and every zone checked against the truth as it comes.
 
-use gpu_event_pool::testing::SimFaults;
 use super::{Jump, Lateness, Read, World, WorldGpu, MS, S};
 use gpu_event_pool::sim::SimStream;
 use gpu_event_pool::sink::{ClockDiscontinuity, ContextInfo, Sink, Zone, ZoneBatch};
+use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{location, CollectError, Error, TracingContext};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
