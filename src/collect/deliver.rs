@@ -7,9 +7,9 @@
 
 use super::report::CollectReport;
 use super::watch::Watch;
-use crate::backend::{panic_message, Backend};
+use crate::backend::{panic_message, Backend, Lane};
 use crate::error::Error;
-use crate::shared::Inner;
+use crate::shared::{Counters, Inner};
 use crate::sink::{Calibration, ClockDiscontinuity, ContextInfo, Sink, ZoneBatch};
 
 /// What the sinks of context `id`, named `name`, on `backend`, are told: its base pair (GPU
@@ -25,6 +25,20 @@ pub(crate) fn context_info<B: Backend>(backend: &B, id: u32, name: &str, base: C
 }
 use crate::sync::{lock, Ordering};
 
+/// A lane whose front a list still being recorded held past the hold limit, for either
+/// source's order: reported once (`Error::LaneHeld`) and counted (`Stats::lanes_released`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeldLane {
+    pub(crate) lane: Lane,
+    pub(crate) list_id: u64,
+    /// Its first zone's name and source location (`name at file:line`), where the holder
+    /// registered one (an event source's place holders do; an activity list not yet
+    /// submitted is known by its id only).
+    pub(crate) location: Option<String>,
+    /// How long it had held the lane (host ns).
+    pub(crate) held_ns: i64,
+}
+
 /// One emit phase at work, for either source's order: the delivery to the sinks, the report
 /// of the call it runs in, and the first failure met (each failure is counted in the report).
 pub(crate) struct Phase<'a> {
@@ -38,6 +52,17 @@ impl Phase<'_> {
     pub(crate) fn fail(&mut self, error: Error) {
         self.report.errors += 1;
         self.error.get_or_insert(error);
+    }
+
+    /// A lane moved on past the list that held it: counted and reported.
+    pub(crate) fn lane_held(&mut self, counters: &Counters, held: HeldLane) {
+        counters.lanes_released.fetch_add(1, Ordering::Relaxed);
+        self.fail(Error::LaneHeld {
+            lane: held.lane,
+            list_id: held.list_id,
+            location: held.location.unwrap_or_else(|| "(its list is not submitted yet)".to_owned()),
+            held_for: std::time::Duration::from_nanos(held.held_ns.unsigned_abs()),
+        });
     }
 
     /// `fail`, for what may have failed.

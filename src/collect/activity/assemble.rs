@@ -19,6 +19,8 @@
 //!   fewer than 2^31.
 
 use crate::backend::activity::{Activity, Link, ZoneKey};
+use crate::backend::Lane;
+use crate::collect::deliver::HeldLane;
 use crate::launch::Launch;
 use crate::location::Location;
 use crate::sink::Zone;
@@ -47,14 +49,6 @@ pub(crate) struct TakenList {
     pub(crate) zones: Vec<UserZone>,
     /// Dropped unsubmitted: its zones are not emitted, its work goes out alone.
     pub(crate) discarded: bool,
-}
-
-/// A lane whose front a list still being recorded held past the hold limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct HeldLane {
-    pub(crate) lane: u64,
-    pub(crate) list_id: u64,
-    pub(crate) held_ns: i64,
 }
 
 /// What one pass emitted.
@@ -338,7 +332,12 @@ impl Assembler {
                     let held = now.saturating_sub(seen);
                     if force || held >= hold {
                         if !force && !std::mem::replace(&mut list.reported, true) {
-                            out.held.push(HeldLane { lane: key, list_id: zone.list, held_ns: held });
+                            out.held.push(HeldLane {
+                                lane: Lane::Stream(key),
+                                list_id: zone.list,
+                                location: None,
+                                held_ns: held,
+                            });
                         }
                         self.emit_alone(key, &mut out);
                         continue;

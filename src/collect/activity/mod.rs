@@ -120,13 +120,7 @@ impl ActivityOrder {
         c.activities_late.fetch_add(emitted.late, Ordering::Relaxed);
         c.lists_partial.fetch_add(emitted.lists_partial, Ordering::Relaxed);
         for held in emitted.held {
-            c.lanes_released.fetch_add(1, Ordering::Relaxed);
-            phase.fail(Error::LaneHeld {
-                lane: Lane::Stream(held.lane),
-                list_id: held.list_id,
-                location: "(its list is not submitted yet)".to_owned(),
-                held_for: std::time::Duration::from_nanos(held.held_ns.unsigned_abs()),
-            });
+            phase.lane_held(c, held);
         }
         phase.report.pending_lists = self.waiting_lists();
         let ended = phase.delivery.end_phase(ctx);

@@ -3,6 +3,8 @@
 use super::assemble::*;
 use crate::backend::activity::WorkKind;
 use crate::backend::activity::{Activity, Link, ZoneKey};
+use crate::backend::Lane;
+use crate::collect::deliver::HeldLane;
 use crate::location::DynamicLocation;
 
 const CONTEXT: u32 = 3;
@@ -144,7 +146,11 @@ fn work_of_a_list_never_submitted_goes_out_alone_after_the_hold_limit() {
     assert!(a.emit(HOLD + 4, HOLD, false).batches.is_empty());
     let out = a.emit(HOLD + 5, HOLD, false);
     assert_eq!(names(&out), vec![vec!["k10"], vec!["k11"], vec!["later", "k20"]]);
-    assert_eq!(out.held, vec![HeldLane { lane: A, list_id: 1, held_ns: HOLD }], "reported once");
+    assert_eq!(
+        out.held,
+        vec![HeldLane { lane: Lane::Stream(A), list_id: 1, location: None, held_ns: HOLD }],
+        "reported once"
+    );
     // The list comes at last: its zones' work went out already, alone; each zone spans its
     // own all the same (before, it was counted as empty).
     a.take([list(1, vec![zone(0, None, 0, "first", A), zone(1, Some(0), 1, "inner", A)])], 2 * HOLD);

@@ -6,7 +6,7 @@
 
 use super::clock::{reads_bound, Observation, Timeline};
 use super::concurrent::{ConcurrentLists, HomeSpan};
-use super::deliver::{context_info, Phase};
+use super::deliver::{context_info, HeldLane, Phase};
 use super::mapping::{HostClock, ListReads, PointBound};
 use crate::backend::{guarded, Backend, BackendError, Lane};
 use crate::error::Error;
@@ -24,13 +24,6 @@ use unpassed::Unpassed;
 /// In `Emitter::waiting` and its heads, a place given up by a list dropped unsubmitted (no
 /// slot).
 const VOID: u32 = NIL;
-
-/// What the hold limit reports: a lane it moved on (its entry), or a failure to read the
-/// host clock it is measured on (no entry).
-struct HeldLane {
-    entry: Option<u32>,
-    error: Error,
-}
 
 /// A place later lists of its lane wait for.
 #[derive(Debug, Clone, Copy)]
@@ -162,9 +155,14 @@ impl<B: Backend> EventOrder<B> {
                 ctx.lanes().settle(void.entry, 1);
             }
         }
-        for held in self.release_held_lanes(ctx) {
-            touched.extend(held.entry);
-            phase.fail(held.error);
+        match self.release_held_lanes(ctx) {
+            Ok(held) => {
+                for (entry, lane) in held {
+                    touched.push(entry);
+                    phase.lane_held(ctx.counters(), lane);
+                }
+            }
+            Err(e) => phase.fail(e),
         }
         if force {
             touched.extend(self.waiting.keys().copied());
@@ -236,12 +234,9 @@ impl<B: Backend> EventOrder<B> {
     /// The host clock is read once per call (once per emit phase), through `guarded`: a
     /// backend that fails or panics there fails this call's hold-limit check (the emit
     /// phase's error, counted; no lane moved), and never unwinds through the collector.
-    fn release_held_lanes(&mut self, ctx: &Inner<B>) -> Vec<HeldLane> {
+    fn release_held_lanes(&mut self, ctx: &Inner<B>) -> Result<Vec<(u32, HeldLane)>, Error> {
         let limit = i64::try_from(ctx.config().hold_limit.as_nanos()).unwrap_or(i64::MAX);
-        let now = match host_now(ctx.backend()) {
-            Ok(now) => now,
-            Err(e) => return vec![HeldLane { entry: None, error: e.into() }],
-        };
+        let now = host_now(ctx.backend())?;
         let mut held = Vec::new();
         let (waiting, stalled, next_place) = (&self.waiting, &mut self.stalled, &mut self.next_place);
         stalled.retain(|entry, _| waiting.contains_key(entry));
@@ -285,18 +280,24 @@ impl<B: Backend> EventOrder<B> {
                 let held_for = now.saturating_sub(holder.started_ns);
                 *next += 1;
                 stalled.remove(&entry);
-                ctx.counters().lanes_released.fetch_add(1, Ordering::Relaxed);
                 let location = &holder.location;
-                let error = Error::LaneHeld {
-                    lane: holder.lane,
-                    list_id: holder.list_id,
-                    location: format!("{} at {}:{}", location.name(), location.file(), location.line()),
-                    held_for: std::time::Duration::from_nanos(held_for.unsigned_abs()),
-                };
-                held.push(HeldLane { entry: Some(entry), error });
+                held.push((
+                    entry,
+                    HeldLane {
+                        lane: holder.lane,
+                        list_id: holder.list_id,
+                        location: Some(format!(
+                            "{} at {}:{}",
+                            location.name(),
+                            location.file(),
+                            location.line()
+                        )),
+                        held_ns: held_for,
+                    },
+                ));
             }
         }
-        held
+        Ok(held)
     }
 
     /// The list of `entry` whose turn it is, as (list id, entry, place, first slot); with
