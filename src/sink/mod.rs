@@ -18,8 +18,9 @@
 //! - `flight`: a flight recorder, the newest zones in a bounded ring, dumped as a Perfetto or
 //!   Chrome trace on request or on a trigger (feature `perfetto`).
 //! - `tracy`: the Tracy profiler (feature `tracy`).
-//! - `tracing_layer` (feature `tracing`): not a sink but a `tracing-subscriber` layer that
-//!   writes the application's CPU spans into a [`chrome::ChromeTrace`], beside its GPU zones.
+//! - `chrome::ChromeLayer` (feature `tracing`, from `ChromeTrace::layer`): not a sink but a
+//!   `tracing-subscriber` layer that writes the application's CPU spans into a
+//!   [`chrome::ChromeTrace`], beside its GPU zones.
 
 // Beside the layers (docs/design.md, section 11): imports only the leaves (`location`,
 // `launch`) and the backend's `Lane` and trait (Tracy's calibration reads a host clock); never
@@ -39,8 +40,7 @@ pub mod results;
 #[cfg(feature = "tracing")]
 mod span_edges;
 #[cfg(feature = "tracing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
-pub mod tracing_layer;
+mod tracing_layer;
 #[cfg(feature = "tracy")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracy")))]
 pub mod tracy;
@@ -177,7 +177,7 @@ pub struct ZoneBatch<'a> {
     pub zones: &'a [Zone],
 }
 
-/// One zone and the zones nested in it ([`zone_tree`]).
+/// One zone and the zones nested in it (`ListResults::tree`, `FrameZones::tree`).
 #[derive(Debug, Clone)]
 pub struct ZoneNode<'a> {
     /// The zone.
@@ -189,7 +189,7 @@ pub struct ZoneNode<'a> {
 /// Zones in begin order, each with its depth (a batch, or batches one after another), as a
 /// tree: the outermost zones, each with the zones nested in it (the shape `wgpu-profiler`
 /// returns a frame in). A zone is a child of the nearest zone before it one level up.
-pub fn zone_tree(zones: &[Zone]) -> Vec<ZoneNode<'_>> {
+pub(crate) fn zone_tree(zones: &[Zone]) -> Vec<ZoneNode<'_>> {
     fn take<'a>(
         zones: &mut std::iter::Peekable<std::slice::Iter<'a, Zone>>,
         depth: u32,

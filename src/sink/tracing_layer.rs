@@ -1,61 +1,4 @@
-//! CPU and GPU on one trace (feature `tracing`): a `tracing-subscriber` layer that writes the
-//! application's `tracing` spans and events into a [`ChromeTrace`], beside the GPU zones its
-//! sinks write, so one file shows both with no merging.
-//!
-//! - **One clock, one origin.** The layer reads [`Instant::now`] and writes `ts` as the trace's
-//!   sinks do ([`ChromeTrace::ts_ns`]): microseconds since the trace's origin (or on the wall
-//!   clock after [`ChromeTrace::with_wall_clock_origin`]); each GPU sink places its zones on
-//!   that clock through its context's backend clock. The clock is read once per span entry,
-//!   exit and event, for every layer of the crate on the subscriber: beside a Perfetto layer
-//!   (`PerfettoTrace::layer`), both traces place each span at the same nanoseconds.
-//! - **Its own process.** CPU tracks are written under the trace's CPU process id
-//!   ([`ChromeTrace::cpu_pid`], by default this process's id), apart from the GPU contexts'
-//!   processes (their ids, which move out of its way; see
-//!   [`ChromeTraceSink::with_pid`](super::chrome::ChromeTraceSink::with_pid)).
-//! - **One track per thread**, `tid` its [`thread_number`], named after the thread: the same
-//!   track the Chrome sink draws a zone's launch on
-//!   ([`Builder::record_launches`](crate::Builder::record_launches)), so a launch nests in the
-//!   span that recorded it and its flow arrow starts there.
-//!
-//! Each time a span is entered and exited is one complete event (`"ph":"X"`, `cat` the span's
-//! target, `args` its fields); each `tracing` event is a thread-scoped instant event
-//! (`"ph":"i"`, named by its message). The layer takes the trace's lock once per exit or
-//! event (a mutex around a buffered writer: about as costly as formatting the event).
-//!
-//! ```
-//! use gpu_event_pool::sink::chrome::ChromeTrace;
-//! use gpu_event_pool::{location, sim::SimBackend, TracingContext};
-//! use tracing_subscriber::layer::SubscriberExt;
-//!
-//! let path = std::env::temp_dir().join("tracing-layer-doc.json");
-//! let trace = ChromeTrace::create(&path)?;
-//! let subscriber = tracing_subscriber::registry().with(trace.layer());
-//! let _default = tracing::subscriber::set_default(subscriber); // or set_global_default
-//!
-//! let gpu = SimBackend::realtime();
-//! let stream = gpu.stream();
-//! let ctx = TracingContext::builder(gpu.clone())
-//!     .sink(trace.sink())
-//!     .record_launches(true) // flow arrows from the recording thread to each zone
-//!     .build()?;
-//! {
-//!     let _frame = tracing::info_span!("frame", number = 1).entered();
-//!     let mut list = ctx.list();
-//!     {
-//!         let _dispatch = list.zone(&stream, location!("dispatch"));
-//!         gpu.launch(&stream, 10_000);
-//!     }
-//!     ctx.submit(list)?;
-//! }
-//! ctx.flush()?;
-//! trace.flush()?; // a global subscriber keeps the trace open: flush it at the end
-//! # let events: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-//! # assert!(events.iter().any(|e| e["name"] == "frame" && e["ph"] == "X"));
-//! # assert!(events.iter().any(|e| e["ph"] == "f"));
-//! # drop(_default);
-//! # std::fs::remove_file(path).ok();
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The `tracing-subscriber` layer of a [`ChromeTrace`]: [`ChromeLayer`] (its docs say what it writes).
 
 use super::chrome::format::{micros_raw, signed_ns};
 use super::chrome::output::{lock, ChromeTrace, TraceOutput};
@@ -73,8 +16,66 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-/// Writes `tracing` spans and events into a [`ChromeTrace`] (module docs). Made by
-/// [`ChromeTrace::layer`].
+/// CPU and GPU on one trace (feature `tracing`): a `tracing-subscriber` layer that writes the
+/// application's `tracing` spans and events into a [`ChromeTrace`], beside the GPU zones its
+/// sinks write, so one file shows both with no merging.
+///
+/// - **One clock, one origin.** The layer reads [`Instant::now`] and writes `ts` as the trace's
+///   sinks do ([`ChromeTrace::ts_ns`]): microseconds since the trace's origin (or on the wall
+///   clock after [`ChromeTrace::with_wall_clock_origin`]); each GPU sink places its zones on
+///   that clock through its context's backend clock. The clock is read once per span entry,
+///   exit and event, for every layer of the crate on the subscriber: beside a Perfetto layer
+///   (`PerfettoTrace::layer`), both traces place each span at the same nanoseconds.
+/// - **Its own process.** CPU tracks are written under the trace's CPU process id
+///   ([`ChromeTrace::cpu_pid`], by default this process's id), apart from the GPU contexts'
+///   processes (their ids, which move out of its way; see
+///   [`ChromeTraceSink::with_pid`](super::chrome::ChromeTraceSink::with_pid)).
+/// - **One track per thread**, `tid` its [`thread_number`], named after the thread: the same
+///   track the Chrome sink draws a zone's launch on
+///   ([`Builder::record_launches`](crate::Builder::record_launches)), so a launch nests in the
+///   span that recorded it and its flow arrow starts there.
+///
+/// Each time a span is entered and exited is one complete event (`"ph":"X"`, `cat` the span's
+/// target, `args` its fields); each `tracing` event is a thread-scoped instant event
+/// (`"ph":"i"`, named by its message). The layer takes the trace's lock once per exit or
+/// event (a mutex around a buffered writer: about as costly as formatting the event).
+///
+/// ```
+/// use gpu_event_pool::sink::chrome::ChromeTrace;
+/// use gpu_event_pool::{location, sim::SimBackend, TracingContext};
+/// use tracing_subscriber::layer::SubscriberExt;
+///
+/// let path = std::env::temp_dir().join("tracing-layer-doc.json");
+/// let trace = ChromeTrace::create(&path)?;
+/// let subscriber = tracing_subscriber::registry().with(trace.layer());
+/// let _default = tracing::subscriber::set_default(subscriber); // or set_global_default
+///
+/// let gpu = SimBackend::realtime();
+/// let stream = gpu.stream();
+/// let ctx = TracingContext::builder(gpu.clone())
+///     .sink(trace.sink())
+///     .record_launches(true) // flow arrows from the recording thread to each zone
+///     .build()?;
+/// {
+///     let _frame = tracing::info_span!("frame", number = 1).entered();
+///     let mut list = ctx.list();
+///     {
+///         let _dispatch = list.zone(&stream, location!("dispatch"));
+///         gpu.launch(&stream, 10_000);
+///     }
+///     ctx.submit(list)?;
+/// }
+/// ctx.flush()?;
+/// trace.flush()?; // a global subscriber keeps the trace open: flush it at the end
+/// # let events: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+/// # assert!(events.iter().any(|e| e["name"] == "frame" && e["ph"] == "X"));
+/// # assert!(events.iter().any(|e| e["ph"] == "f"));
+/// # drop(_default);
+/// # std::fs::remove_file(path).ok();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Made by [`ChromeTrace::layer`].
 pub struct ChromeLayer {
     out: Arc<Mutex<TraceOutput>>,
     clock: EdgeClock,
@@ -92,7 +93,7 @@ impl std::fmt::Debug for ChromeLayer {
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 impl ChromeTrace {
     /// A `tracing-subscriber` layer writing the application's spans and events into this
-    /// trace, on its origin and CPU process ([`tracing_layer`](super::tracing_layer)).
+    /// trace, on its origin and CPU process ([`ChromeLayer`]).
     pub fn layer(&self) -> ChromeLayer {
         ChromeLayer {
             out: Arc::clone(&self.out),

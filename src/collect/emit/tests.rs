@@ -33,10 +33,7 @@ fn a_host_clock_that_panics_under_the_hold_limit_is_an_error_not_an_unwind() {
     let released =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| emitter.release_held_lanes(&ctx)))
             .expect("the host clock's panic unwound through the emitter");
-    assert!(
-        matches!(&released, Err(Error::Backend(e)) if e.code.contains("injected panic")),
-        "{released:?}"
-    );
+    assert!(matches!(&released, Err(Error::Backend(e)) if e.code.contains("injected panic")), "{released:?}");
     assert_eq!(emitter.next_place[held.entry as usize], held.seq, "the lane did not move on");
     // The clock works again: the held list is within the limit, nothing is reported.
     assert_eq!(emitter.release_held_lanes(&ctx).map(|held| held.len()).ok(), Some(0));

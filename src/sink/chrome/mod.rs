@@ -105,5 +105,8 @@ mod sink;
 mod tracks;
 mod watch;
 
+#[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+pub use super::tracing_layer::ChromeLayer;
 pub use output::{ChromeTrace, TraceFileError};
 pub use sink::{ChromeClock, ChromeTraceSink};

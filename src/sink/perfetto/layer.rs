@@ -1,48 +1,4 @@
-//! CPU and GPU in one Perfetto trace (features `perfetto` and `tracing`): a
-//! `tracing-subscriber` layer that writes the application's spans and events into a
-//! [`PerfettoTrace`], beside the GPU zones its sinks write.
-//!
-//! - **One track per thread**, under the trace's CPU process track (this process's pid and
-//!   executable's name), named after the thread: the track the Perfetto sink draws a zone's
-//!   launch on ([`Builder::record_launches`](crate::Builder::record_launches)), so a launch
-//!   nests in the span that recorded it and its flow starts there.
-//! - **Streamed.** Entering a span writes its begin (name, `target` as its category, its
-//!   fields as arguments), exiting it its end, each on the thread's own packet sequence, so a
-//!   thread's events are in time order; each `tracing` event is an instant named by its
-//!   message. The layer takes the trace's lock once per enter, exit or event.
-//! - **One clock**: `Instant::now()` on `CLOCK_MONOTONIC`, as the sinks place zones, read once
-//!   per span entry, exit and event for every layer of the crate on the subscriber: beside
-//!   the Chrome layer (`ChromeTrace::layer`), both traces place each span at the same
-//!   nanoseconds.
-//!
-//! ```
-//! use gpu_event_pool::sink::perfetto::PerfettoTrace;
-//! use gpu_event_pool::{location, sim::SimBackend, TracingContext};
-//! use tracing_subscriber::layer::SubscriberExt;
-//!
-//! let path = std::env::temp_dir().join("perfetto-layer-doc.pftrace");
-//! let trace = PerfettoTrace::create(&path)?;
-//! let subscriber = tracing_subscriber::registry().with(trace.layer());
-//! let _default = tracing::subscriber::set_default(subscriber); // or set_global_default
-//!
-//! let gpu = SimBackend::realtime();
-//! let stream = gpu.stream();
-//! let ctx = TracingContext::builder(gpu.clone()).sink(trace.sink()).record_launches(true).build()?;
-//! {
-//!     let _frame = tracing::info_span!("frame", number = 1).entered();
-//!     let mut list = ctx.list();
-//!     {
-//!         let _dispatch = list.zone(&stream, location!("dispatch"));
-//!         gpu.launch(&stream, 10_000);
-//!     }
-//!     ctx.submit(list)?;
-//! }
-//! ctx.flush()?;
-//! trace.flush()?; // a global subscriber keeps the trace open: flush it at the end
-//! # drop(_default);
-//! # std::fs::remove_file(path).ok();
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The `tracing-subscriber` layer of a [`PerfettoTrace`]: [`PerfettoLayer`] (its docs say what it writes).
 
 use super::clock::Clocks;
 use super::event::{Event, Kind, Name, Value};
@@ -61,8 +17,53 @@ use tracing_subscriber::Layer;
 /// Threads whose sequences the trace keeps; past it, it starts them all afresh.
 const MAX_THREADS: usize = 4096;
 
-/// Writes `tracing` spans and events into a [`PerfettoTrace`] (module docs). Made by
-/// [`PerfettoTrace::layer`].
+/// CPU and GPU in one Perfetto trace (features `perfetto` and `tracing`): a
+/// `tracing-subscriber` layer that writes the application's spans and events into a
+/// [`PerfettoTrace`], beside the GPU zones its sinks write.
+///
+/// - **One track per thread**, under the trace's CPU process track (this process's pid and
+///   executable's name), named after the thread: the track the Perfetto sink draws a zone's
+///   launch on ([`Builder::record_launches`](crate::Builder::record_launches)), so a launch
+///   nests in the span that recorded it and its flow starts there.
+/// - **Streamed.** Entering a span writes its begin (name, `target` as its category, its
+///   fields as arguments), exiting it its end, each on the thread's own packet sequence, so a
+///   thread's events are in time order; each `tracing` event is an instant named by its
+///   message. The layer takes the trace's lock once per enter, exit or event.
+/// - **One clock**: `Instant::now()` on `CLOCK_MONOTONIC`, as the sinks place zones, read once
+///   per span entry, exit and event for every layer of the crate on the subscriber: beside
+///   the Chrome layer (`ChromeTrace::layer`), both traces place each span at the same
+///   nanoseconds.
+///
+/// ```
+/// use gpu_event_pool::sink::perfetto::PerfettoTrace;
+/// use gpu_event_pool::{location, sim::SimBackend, TracingContext};
+/// use tracing_subscriber::layer::SubscriberExt;
+///
+/// let path = std::env::temp_dir().join("perfetto-layer-doc.pftrace");
+/// let trace = PerfettoTrace::create(&path)?;
+/// let subscriber = tracing_subscriber::registry().with(trace.layer());
+/// let _default = tracing::subscriber::set_default(subscriber); // or set_global_default
+///
+/// let gpu = SimBackend::realtime();
+/// let stream = gpu.stream();
+/// let ctx = TracingContext::builder(gpu.clone()).sink(trace.sink()).record_launches(true).build()?;
+/// {
+///     let _frame = tracing::info_span!("frame", number = 1).entered();
+///     let mut list = ctx.list();
+///     {
+///         let _dispatch = list.zone(&stream, location!("dispatch"));
+///         gpu.launch(&stream, 10_000);
+///     }
+///     ctx.submit(list)?;
+/// }
+/// ctx.flush()?;
+/// trace.flush()?; // a global subscriber keeps the trace open: flush it at the end
+/// # drop(_default);
+/// # std::fs::remove_file(path).ok();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Made by [`PerfettoTrace::layer`].
 pub struct PerfettoLayer {
     out: Arc<Mutex<TraceOutput>>,
     pid: u32,
@@ -80,7 +81,7 @@ impl std::fmt::Debug for PerfettoLayer {
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
 impl PerfettoTrace {
     /// A `tracing-subscriber` layer writing the application's spans and events into this
-    /// trace, on its CPU process ([`layer`](super::layer)).
+    /// trace, on its CPU process ([`PerfettoLayer`]).
     pub fn layer(&self) -> PerfettoLayer {
         let clocks = lock(&self.out).clocks;
         PerfettoLayer { out: Arc::clone(&self.out), pid: self.cpu_pid, clocks, clock: EdgeClock::new() }

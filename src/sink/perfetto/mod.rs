@@ -46,13 +46,15 @@
 mod clock;
 mod event;
 #[cfg(feature = "tracing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
-pub mod layer;
+mod layer;
 mod output;
 mod rows;
 mod sequence;
 mod sink;
 mod wire;
 
+#[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+pub use layer::PerfettoLayer;
 pub use output::PerfettoTrace;
 pub use sink::PerfettoSink;
