@@ -348,3 +348,37 @@ fn an_anchor_seen_complete_late_is_not_narrowed_by_the_asks_before() {
         );
     }
 }
+
+#[test]
+fn a_list_whose_latest_event_is_not_its_last_is_bounded_by_a_host_read_after_the_latest() {
+    use gpu_event_pool::sim::SimBackend;
+    use gpu_event_pool::sink::memory::MemorySink;
+    use gpu_event_pool::{location, TracingContext};
+    let sim = SimBackend::manual();
+    let (a, b) = (sim.stream(), sim.stream());
+    let sink = MemorySink::new();
+    let ctx = TracingContext::builder(sim.clone()).sink(sink.clone()).build().unwrap();
+    // Both streams busy: the zone on a runs over 1 ms to 1.001 ms, the zone on b, recorded
+    // last, over 0.9 to 0.901 ms. The flush waits for b's (the last step, read first) and
+    // then for a's: only a host read after a's end bounds the list.
+    let start = sim.now();
+    sim.launch(&a, MS);
+    sim.launch(&b, 900 * US);
+    let mut list = ctx.list();
+    list.zone_begin(&a, location!("on a")).unwrap();
+    sim.launch(&a, US);
+    list.zone_end(&a).unwrap();
+    list.zone_begin(&b, location!("on b")).unwrap();
+    sim.launch(&b, US);
+    list.zone_end(&b).unwrap();
+    ctx.submit(list).unwrap();
+    ctx.flush().unwrap();
+    let zones = sink.zones();
+    assert_eq!(zones.len(), 2);
+    for (zone, begin) in zones.iter().zip([start + MS, start + 900 * US]) {
+        let (begin_off, end_off) = (zone.host_begin_ns - begin, zone.host_end_ns - (begin + US));
+        assert!(begin_off.unsigned_abs() <= zone.host_begin_bound_ns, "{zone:?}");
+        assert!(end_off.unsigned_abs() <= zone.host_end_bound_ns, "{zone:?}");
+    }
+    assert_eq!(ctx.stats().lists_placed_alone, 0);
+}

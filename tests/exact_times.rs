@@ -108,3 +108,32 @@ fn gpu_times_are_exact_with_events_under_16_ms_apart_and_a_collect_every_4_ms() 
     );
     assert!(exact > 10_000 && bounded > 100);
 }
+
+/// Zones nested three deep on one stream: each comes out at its depth, beginning and ending
+/// exactly where it ran.
+#[test]
+fn nested_zones_come_out_at_their_depth_with_exact_times() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let sink = MemorySink::new();
+    let ctx = TracingContext::builder(sim.clone()).sink(sink.clone()).build().unwrap();
+    let at = sim.now();
+    let mut list = ctx.list();
+    list.zone_begin(&stream, location!("outer")).unwrap();
+    sim.launch(&stream, 100);
+    list.zone_begin(&stream, location!("middle")).unwrap();
+    sim.launch(&stream, 200);
+    list.zone_begin(&stream, location!("inner")).unwrap();
+    sim.launch(&stream, 300);
+    list.zone_end(&stream).unwrap();
+    list.zone_end(&stream).unwrap();
+    sim.launch(&stream, 400);
+    list.zone_end(&stream).unwrap();
+    ctx.submit(list).unwrap();
+    sim.advance(MS);
+    ctx.flush().unwrap();
+    let zones = sink.zones();
+    let zones: Vec<(&str, u32, i64, i64)> =
+        zones.iter().map(|z| (z.location.name(), z.depth, z.gpu_begin_ns - at, z.gpu_end_ns - at)).collect();
+    assert_eq!(zones, [("outer", 0, 0, 1_000), ("middle", 1, 100, 600), ("inner", 2, 300, 600)]);
+}

@@ -576,3 +576,6 @@ fn build_zones<B: Backend>(
         }
     }
 }
+
+#[cfg(all(test, not(gpu_event_pool_loom)))]
+mod tests;
