@@ -33,15 +33,15 @@ EQUIVALENT=.cargo/mutants-equivalent.txt
 # bound property test where it is not the group's) and the integration tests that state its
 # promises, chosen to run in under a minute: the whole suite takes an hour.
 GROUP_LIST=(
-    "bounds|^src/collect/bounds\.rs:|--lib --test clock --test clock_worlds"
-    "mapping|^src/collect/mapping\.rs:|--lib --test clock --test clock_worlds"
-    "clock|^src/collect/clock\.rs:|--lib --test clock --test clock_worlds --test exact_times --test timestamps -- --skip collect::bounds"
-    "read|^src/collect/read\.rs:|--lib --test clock --test clock_worlds --test exact_times --test timestamps --test bad_input -- --skip collect::bounds"
-    "freelist|^src/slots/freelist\.rs:|--lib --test magazines --test lifecycle -- --skip collect::bounds"
-    "magazine|^src/slots/magazine/|--lib --test magazines --test lifecycle -- --skip collect::bounds"
-    "lanes|^src/shared/lanes/|--lib --test many_streams --test recording --test lifecycle -- --skip collect::bounds"
-    "assemble|^src/collect/activity/assemble\.rs:|--lib --test activities --test sources -- --skip collect::bounds"
-    "rows|^src/sink/perfetto/rows\.rs:|--features perfetto --lib --test perfetto -- --skip collect::bounds"
+    "bounds|^src/collect/events/bounds\.rs:|--lib --test clock --test clock_worlds"
+    "mapping|^src/collect/events/mapping\.rs:|--lib --test clock --test clock_worlds"
+    "clock|^src/collect/events/clock\.rs:|--lib --test clock --test clock_worlds --test exact_times --test timestamps -- --skip collect::events::bounds"
+    "read|^src/collect/events/read\.rs:|--lib --test clock --test clock_worlds --test exact_times --test timestamps --test bad_input -- --skip collect::events::bounds"
+    "freelist|^src/slots/freelist\.rs:|--lib --test magazines --test lifecycle -- --skip collect::events::bounds"
+    "magazine|^src/slots/magazine/|--lib --test magazines --test lifecycle -- --skip collect::events::bounds"
+    "lanes|^src/shared/lanes/|--lib --test many_streams --test recording --test lifecycle -- --skip collect::events::bounds"
+    "assemble|^src/collect/activities/assemble\.rs:|--lib --test activities --test sources -- --skip collect::events::bounds"
+    "rows|^src/sink/perfetto/rows\.rs:|--features perfetto --lib --test perfetto -- --skip collect::events::bounds"
 )
 
 # A mutant's name without its line and column, which move with every edit above it.

@@ -12,7 +12,7 @@
 //! RUSTFLAGS="--cfg gpu_event_pool_loom" cargo test --release --lib loom_head
 //! ```
 //!
-//! The collectors publish the batch as `ReadShare` does (collect/read.rs): under a mutex,
+//! The collectors publish the batch as `ReadShare` does (collect/events/read.rs): under a mutex,
 //! with a count read Relaxed to skip the lock when nothing is published. The negative
 //! control publishes it with a Relaxed store and no lock: loom must then report a causality
 //! violation (the first access with no edge from the taker: the batch's claim counter, then

@@ -12,7 +12,7 @@
  * places and its `any` flag, stored under the lock, loaded by `hand_over`, by the check after
  * the unlock and by `take_all`); the lanes' order as far as the void places need it (the
  * emitter's next place per lane: a list waits for the places before it); the shared read
- * batches (src/collect/read.rs, `ReadShare`, and src/slots/head.rs, `HeadBatch`: published
+ * batches (src/collect/events/read.rs, `ReadShare`, and src/slots/head.rs, `HeadBatch`: published
  * under the collectors' lock, `published` read Relaxed, pieces claimed by a Relaxed
  * fetch_add) and the re-probe limit of a contended read (`CONTENDED_REPROBES`, `list_probed`,
  * the own lane, the rotating `probe_cursor`). A list's head record is plain memory (its state
@@ -99,10 +99,10 @@
 #ifndef ROUNDS /* collect/mod.rs: ROUNDS (2 under loom, 4 otherwise) */
 #define ROUNDS 2
 #endif
-#ifndef CONTENDED_REPROBES /* collect/read.rs: CONTENDED_REPROBES */
+#ifndef CONTENDED_REPROBES /* collect/events/read.rs: CONTENDED_REPROBES */
 #define CONTENDED_REPROBES 2
 #endif
-/* collect/read.rs: PIECE_LISTS (at most 4 lists of one lane in a piece). */
+/* collect/events/read.rs: PIECE_LISTS (at most 4 lists of one lane in a piece). */
 #define PIECE_LISTS 4
 /* The mutations of the control flow (each a control that must fail, or a row):
  * NO_FENCE_BEFORE_TRY_LOCK, NO_FENCE_AFTER_UNLOCK: remove emit_handed_off's fences.
@@ -206,7 +206,7 @@ static _Atomic int shard_lock[SHARDS];
 static unsigned shard_places[SHARDS];
 static _Atomic bool shard_any[SHARDS];
 
-/* collect/read.rs, ReadShare, and slots/head.rs, HeadBatch: a thread's batch (it has one read
+/* collect/events/read.rs, ReadShare, and slots/head.rs, HeadBatch: a thread's batch (it has one read
  * phase at a time, and publishes at most one batch in every scenario here, so a batch is
  * never reused while another thread may hold it: the Rust `Arc`). Its lists in claim order
  * (`order`: the list at position k in bits 2k..2k+1) and where each piece starts (`starts`:

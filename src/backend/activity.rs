@@ -9,7 +9,7 @@
 //! its thread's stack of open zones ([`current_zone`]), and the backend, called at the entry
 //! of each launching API call, links the call's correlation id to the innermost one
 //! ([`Link`]). The collector reads the backend's [`ActivitySource`]: the work records and the
-//! links, and makes zones of them in each stream's GPU order (`collect/activity/`).
+//! links, and makes zones of them in each stream's GPU order (`collect/activities/`).
 
 use super::BackendError;
 use crate::location::Location;

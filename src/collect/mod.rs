@@ -4,7 +4,7 @@
 //!
 //! Collection has two phases (docs/design.md, section 8; section 1 has the diagram):
 //!
-//! 1. **Read** (`read.rs`), run by every caller of `collect` at once, with no lock: take
+//! 1. **Read** (`events/read.rs`), run by every caller of `collect` at once, with no lock: take
 //!    every submitted list (one swap) and every list an earlier call found incomplete, sort
 //!    them by home lane and place in that lane's order, and read each list's times, one
 //!    `elapsed` per event, chained from the list's first event, plus one that places its
@@ -14,17 +14,17 @@
 //!    lists one caller took are shared, a few lists of a lane at a time, with every caller
 //!    that enters its read phase meanwhile. The driver reads of concurrent callers overlap;
 //!    nothing here waits for the GPU.
-//! 2. **Emit** (`emit/mod.rs`), run by one caller at a time (the others return at once, their
+//! 2. **Emit** (`events/emit/`; an activity source's: `activities/`), run by one caller at a time (the others return at once, their
 //!    reading done, unless the emitting caller is in its last round: see
 //!    `emit_handed_off`): take the read lists, and per lane emit every list whose place is next,
 //!    in place order; release every emitted list's slots with one CAS. No backend read
-//!    here but the anchors' (`clock.rs`), one every `anchor_interval`.
+//!    here but the anchors' (`events/clock.rs`), one every `anchor_interval`.
 //!
 //! The completion test is `elapsed` itself (CUDA: `cuEventElapsedTime` answering
 //! `CUDA_ERROR_NOT_READY`): the collector never queries or synchronizes an event, so it cannot
 //! invalidate another thread's stream capture.
 //!
-//! Time (`clock.rs`): within a list each event is measured from the one before, and a
+//! Time (`events/clock.rs`): within a list each event is measured from the one before, and a
 //! list's first event is placed from the nearest anchor, in `i64` nanoseconds.
 //!
 //! [`Collector`] holds the protocol between concurrent callers: any number read at once; one
@@ -33,14 +33,9 @@
 //! (the FLUSHING bit of `state`) and waits for those inside. No call's work grows with what producers submit while it runs: a flush reads once,
 //! and every holder of the emitter hands over after its rounds (docs/design.md, section 4).
 
-mod activity;
-mod bounds;
-mod clock;
-mod concurrent;
+mod activities;
 mod deliver;
-mod emit;
-mod mapping;
-mod read;
+mod events;
 mod report;
 mod state;
 mod watch;
@@ -55,10 +50,10 @@ use crate::shared::Inner;
 use crate::sink::Sink;
 use crate::slots::pool::Pool;
 use crate::sync::{lock, spin_wait, try_lock, Arc, AtomicU64, Mutex, Ordering};
-use activity::ActivityOrder;
+use activities::ActivityOrder;
 use deliver::{Delivery, Phase};
-use emit::EventOrder;
-use read::{read_phase, ReadOutcome, ReadShare};
+use events::emit::EventOrder;
+use events::read::{read_phase, ReadOutcome, ReadShare};
 use state::{
     holding_any, holds, Flushing, Held, ReadPhase, Waiting, FLUSHING, FLUSH_WAITER, FLUSH_WAITERS,
     LAST_ROUND, MISSED, READERS, ROUNDS, ROUND_COUNT,

@@ -77,7 +77,7 @@ pub(crate) struct Inner<B: Backend> {
     /// Where readers get the buffers they build zones in; the emitter gives them back.
     zone_buffers: ZoneBuffers,
     queue: SubmissionQueue,
-    /// Lists a collector found incomplete, and lists whose times were read (collect/read.rs).
+    /// Lists a collector found incomplete, and lists whose times were read (collect/events/read.rs).
     retry: SubmissionQueue,
     read: SubmissionQueue,
     /// Each list's place in its home lane's order (lanes/), and the places given up by
@@ -113,7 +113,7 @@ std::thread_local! {
 }
 
 /// The lane-table entry of the last list the calling thread submitted: a reader on this
-/// thread re-probes that lane first (collect/read.rs).
+/// thread re-probes that lane first (collect/events/read.rs).
 pub(crate) fn own_lane() -> u32 {
     OWN_LANE.with(std::cell::Cell::get)
 }

@@ -6,7 +6,7 @@
 
 use super::clock::{reads_bound, Observation, Timeline};
 use super::concurrent::{ConcurrentLists, HomeSpan};
-use super::deliver::{context_info, HeldLane, Phase};
+use crate::collect::deliver::{context_info, HeldLane, Phase};
 use super::mapping::{HostClock, ListReads, PointBound};
 use crate::backend::{guarded, Backend, BackendError, Lane};
 use crate::error::Error;

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::backend::sim::{SimBackend, SimEvent, SimGraph, SimGraphNode, SimStream};
-use crate::collect::bounds::carry;
-use crate::collect::emit::EventOrder;
+use crate::collect::events::bounds::carry;
+use crate::collect::events::emit::EventOrder;
 use crate::shared::config::Config;
 use crate::slots::pool::Pool;
 use std::collections::VecDeque;

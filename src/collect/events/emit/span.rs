@@ -2,8 +2,8 @@
 //! their anchor's GPU time (`EventOrder::emit_list`).
 
 use crate::backend::Lane;
-use crate::collect::bounds::Tent;
-use crate::collect::concurrent::HomeSpan;
+use crate::collect::events::bounds::Tent;
+use crate::collect::events::concurrent::HomeSpan;
 use crate::launch::Launch;
 use crate::sink::Zone;
 
