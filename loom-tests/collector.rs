@@ -10,7 +10,6 @@ use backend::{
     assert_accounted, builder, context, received, record_one_zone, LoomBackend, LoomStream, INJECTED_PANIC,
 };
 use gpu_event_pool::sink::{ContextInfo, Sink, ZoneBatch};
-use gpu_event_pool::testing::SimFaults;
 use gpu_event_pool::{Collected, DynamicLocation, Error, Lane, TracingContext};
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::Arc;

@@ -208,7 +208,7 @@ impl<B: Backend> TracingContext<B> {
 
     /// The state lists and collectors share.
     /// The emitter's lanes remembered ([`Collector::lanes_remembered`]).
-    #[cfg(test)]
+    #[cfg(all(test, not(gpu_event_pool_loom)))]
     pub(crate) fn lanes_remembered(&self) -> Option<(usize, usize)> {
         self.shared.collector.lanes_remembered()
     }

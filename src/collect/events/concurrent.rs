@@ -41,7 +41,7 @@ pub(super) struct HomeSpan {
 
 impl HomeSpan {
     /// The span of `zones` on `home` (`None` if none is there).
-    #[cfg(test)]
+    #[cfg(all(test, not(gpu_event_pool_loom)))]
     pub(super) fn of(zones: &[Zone], home: Lane) -> Option<Self> {
         let mut span = None;
         for (index, zone) in zones.iter().enumerate() {
@@ -153,7 +153,7 @@ impl ConcurrentLists {
     }
 
     /// Streams remembered (a test's view of [`Self::forget_before`]).
-    #[cfg(test)]
+    #[cfg(all(test, not(gpu_event_pool_loom)))]
     pub(super) fn remembered(&self) -> usize {
         self.last.len()
     }

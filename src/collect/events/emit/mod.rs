@@ -217,7 +217,7 @@ impl<B: Backend> EventOrder<B> {
 
     /// Lanes whose ends are remembered, for lane order and for lists recorded side by side (a
     /// test's view of the pruning at the end of each emit phase).
-    #[cfg(test)]
+    #[cfg(all(test, not(gpu_event_pool_loom)))]
     pub(crate) fn lanes_remembered(&self) -> (usize, usize) {
         (self.lane_end.len(), self.concurrent.remembered())
     }
