@@ -6,9 +6,9 @@
 
 use super::clock::{reads_bound, Observation, Timeline};
 use super::concurrent::{ConcurrentLists, HomeSpan};
-use crate::collect::deliver::{context_info, HeldLane, Phase};
 use super::mapping::{HostClock, ListReads, PointBound};
 use crate::backend::{guarded, Backend, BackendError, Lane};
+use crate::collect::deliver::{context_info, HeldLane, Phase};
 use crate::error::Error;
 use crate::shared::lanes::LaneSeq;
 use crate::shared::record::{ListKind, ListRecord};
