@@ -43,7 +43,8 @@
 //!
 //! Without a CUDA device it prints `SKIPPED: no CUDA device (...)` and exits successfully.
 //! `BENCH_CUDA_LISTS` sets the lists per thread (default 300); `BENCH_CUDA_THREADS` (e.g.
-//! `16`) and `BENCH_CUDA_IMPLS` (e.g. `floor,ours`, or `ours_next` for one mode of ours) run a part of the table, to profile it. Results also go to
+//! `16`) and `BENCH_CUDA_IMPLS` (e.g. `floor,ours`, or `ours_next` for one mode of ours) run a part of the table, to profile it;
+//! `BENCH_CUDA_FLOOR_RING=<n>` makes the floor re-record a ring of `n` lists. Results also go to
 //! `$BENCH_RESULTS_DIR/cuda.json` (see `benches/common/results.rs`).
 
 #[path = "common/counting.rs"]
@@ -196,6 +197,17 @@ fn floor(cuda: &CudaBackend, calls: &impl CudaCalls, threads: usize, lists: usiz
     floor_counted(cuda, calls, threads, lists, &AtomicUsize::new(0))
 }
 
+/// With `BENCH_CUDA_FLOOR_RING=<n>` each floor thread records its lists through a ring of `n`
+/// lists of events, re-recording an event once its list is read (waiting for the GPU when the
+/// ring is full), as a pool re-records its slots: a diagnostic of what re-recording an event
+/// soon after it completed costs the driver. Unset: every list has events of its own.
+fn floor_ring() -> Option<usize> {
+    static RING: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *RING.get_or_init(|| {
+        std::env::var("BENCH_CUDA_FLOOR_RING").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0)
+    })
+}
+
 /// [`floor`], keeping in `unread` the events recorded and not read yet (all threads).
 fn floor_counted(
     cuda: &CudaBackend,
@@ -205,22 +217,33 @@ fn floor_counted(
     unread: &AtomicUsize,
 ) -> Run {
     let make_list = || (0..=ZONES_PER_LIST).map(|_| calls.create_event().expect("event")).collect::<Vec<_>>();
+    let ring = floor_ring().map_or(lists, |n| n.min(lists));
     let (mut run, leftovers) = on_threads(
         cuda,
         threads,
-        || (0..lists).map(|_| make_list()).collect::<Vec<_>>(),
+        || (0..ring).map(|_| make_list()).collect::<Vec<_>>(),
         |stream, recorded| {
             let (mut read, mut sum) = (0, 0.0f32);
-            for (i, list) in recorded.iter().enumerate() {
+            let mut read_one = |read: &mut usize| {
+                let list = &recorded[*read % ring];
+                sum += read_floor_list(calls, list);
+                unread.fetch_sub(list.len(), Relaxed);
+                *read += 1;
+            };
+            for i in 0..lists {
+                // The ring full: the list about to be re-recorded is read first.
+                while read + ring <= i {
+                    while !calls.is_complete(&recorded[read % ring][ZONES_PER_LIST]).expect("query") {}
+                    read_one(&mut read);
+                }
+                let list = &recorded[i % ring];
                 for event in list {
                     calls.record(event, stream).expect("record");
                 }
                 unread.fetch_add(list.len(), Relaxed);
                 // Like a collector: read the lists the GPU has finished, never wait.
-                while read <= i && calls.is_complete(&recorded[read][ZONES_PER_LIST]).expect("query") {
-                    sum += read_floor_list(calls, &recorded[read]);
-                    unread.fetch_sub(recorded[read].len(), Relaxed);
-                    read += 1;
+                while read <= i && calls.is_complete(&recorded[read % ring][ZONES_PER_LIST]).expect("query") {
+                    read_one(&mut read);
                 }
             }
             std::hint::black_box(sum);
@@ -229,7 +252,9 @@ fn floor_counted(
     );
     let start = Instant::now();
     for (recorded, read) in &leftovers {
-        std::hint::black_box(recorded[*read..].iter().map(|list| read_floor_list(calls, list)).sum::<f32>());
+        std::hint::black_box(
+            (*read..lists).map(|j| read_floor_list(calls, &recorded[j % ring])).sum::<f32>(),
+        );
     }
     run.read = start.elapsed();
     run
