@@ -620,9 +620,10 @@ fn several_devices(first: &CudaBackend, devices: usize, lists: usize, out: &mut 
     }
 }
 
-/// The driver alone on one stream: host ns per `cuEventRecord`, `cuEventQuery` and
-/// `cuEventElapsedTime` (complete events), and how fast the GPU retires timing events.
-fn driver_costs(cuda: &CudaBackend) -> [(&'static str, f64); 4] {
+/// The driver alone on one stream: host ns per `cuEventRecord` (on new events, then on the
+/// same events again once complete and read), `cuEventQuery` and `cuEventElapsedTime`
+/// (complete events), and how fast the GPU retires timing events.
+fn driver_costs(cuda: &CudaBackend) -> [(&'static str, f64); 5] {
     const N: usize = 20_000;
     let stream = cuda.new_stream().expect("stream");
     let events: Vec<_> = (0..N).map(|_| cuda.create_event().expect("event")).collect();
@@ -642,9 +643,18 @@ fn driver_costs(cuda: &CudaBackend) -> [(&'static str, f64); 4] {
         events.iter().map(|e| cuda.elapsed_ms(&events[0], e).expect("elapsed").unwrap_or(0.0)).sum();
     let elapsed = start.elapsed();
     std::hint::black_box(sum);
+    // The same events recorded again, each complete and just read, as a pool records its
+    // slots again: against the first line, what recording a used event costs the driver.
+    let start = Instant::now();
+    for event in &events {
+        cuda.record(event, &stream).expect("record");
+    }
+    let again = start.elapsed();
+    cuda.wait(&events[N - 1]).expect("wait");
     let per = |d: Duration| d.as_nanos() as f64 / N as f64;
     [
         ("cuEventRecord (host ns)", per(record)),
+        ("cuEventRecord again, on complete events just read (host ns)", per(again)),
         ("cuEventQuery (host ns)", per(query)),
         ("cuEventElapsedTime (host ns)", per(elapsed)),
         ("GPU: ns per timing event retired, one stream", per(retired)),
