@@ -56,8 +56,8 @@ mod seed_port;
 
 use counting::Counting;
 use cudarc::driver::CudaStream;
-use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, TimingEvent};
-use gpu_event_pool::{location, Backend, Collected, Config, TracingContext};
+use gpu_event_pool::backend::cuda::{CudaBackend, TimingEvent};
+use gpu_event_pool::{location, Backend, Collected, Config, ErrorKind, TracingContext};
 use results::{Record, Results};
 use seed_port::{SeedContext, SEED_QUERY_CAPACITY};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -873,7 +873,7 @@ fn sampled<T>(value: impl Fn() -> usize + Sync, work: impl FnOnce() -> T) -> (T,
 fn main() {
     let cuda = match CudaBackend::new(0) {
         Ok(cuda) => cuda,
-        Err(e) if is_no_device(&e) => {
+        Err(e) if e.kind() == Some(ErrorKind::NoDevice) => {
             eprintln!("SKIPPED: no CUDA device ({e}): benches/cuda.rs measures nothing here");
             return;
         }

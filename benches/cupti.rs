@@ -54,8 +54,9 @@
 mod results;
 
 use cudarc::driver::CudaStream;
-use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, SpinKernel};
+use gpu_event_pool::backend::cuda::{CudaBackend, SpinKernel};
 use gpu_event_pool::backend::cupti::{CuptiBackend, CuptiConfig, TracerConfig};
+use gpu_event_pool::ErrorKind;
 use gpu_event_pool::{location, Config, Stats, TracingContext};
 use results::{Record, Results};
 use std::collections::HashMap;
@@ -448,7 +449,7 @@ fn measure(
 fn main() {
     let cuda = match CudaBackend::new(0) {
         Ok(cuda) => cuda,
-        Err(e) if is_no_device(&e) => {
+        Err(e) if e.kind() == Some(ErrorKind::NoDevice) => {
             eprintln!("SKIPPED: no CUDA device ({e}): benches/cupti.rs measures nothing here");
             return;
         }

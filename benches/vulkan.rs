@@ -29,8 +29,8 @@ use common::criterion_estimate_ns;
 use common::results::{Record, Results};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use gpu_event_pool::backend::vulkan::ash::vk;
-use gpu_event_pool::backend::vulkan::{is_no_device, Commands, VulkanBackend, VulkanDevice, VulkanQueue};
-use gpu_event_pool::{location, SourceLocation, TracingContext, Verbosity};
+use gpu_event_pool::backend::vulkan::{Commands, VulkanBackend, VulkanDevice, VulkanQueue};
+use gpu_event_pool::{location, ErrorKind, SourceLocation, TracingContext, Verbosity};
 use std::time::{Duration, Instant, SystemTime};
 
 const ZONES_PER_LIST: u64 = 64;
@@ -139,7 +139,7 @@ impl Drop for Recording {
 fn main() {
     let device = match VulkanDevice::open() {
         Ok(device) => device,
-        Err(e) if is_no_device(&e) => {
+        Err(e) if e.kind() == Some(ErrorKind::NoDevice) => {
             eprintln!("SKIPPED: no Vulkan device ({e}): the vulkan bench records nothing");
             return;
         }

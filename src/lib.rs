@@ -154,7 +154,7 @@ pub struct WgpuGuideDoctests;
 pub use backend::cupti::{
     ActivityKind, ActivityRecord, ActivityTracer, CuptiBackend, CuptiConfig, CuptiError, Losses, TracerConfig,
 };
-pub use backend::{sim, Backend, BackendError, Elapsed, Lane, Mark, Placement};
+pub use backend::{sim, ActivityLosses, Backend, BackendError, Elapsed, ErrorKind, Lane, Mark, Placement};
 pub use collect::{CollectError, CollectReport, Collected};
 #[cfg(not(gpu_event_pool_loom))]
 pub use context::CollectorThread;

@@ -7,12 +7,10 @@
 
 mod cuda_common;
 use cuda_common::{assert_measures, assert_no_slot_leaked, duration};
-use gpu_event_pool::backend::cuda::{
-    is_no_device, CudaBackend, GraphExec, GraphLaunch, SpinKernel, GRAPH_ALREADY_INSTANTIATED,
-    GRAPH_NOT_LAUNCHED,
-};
+use gpu_event_pool::backend::cuda::{CudaBackend, GraphExec, GraphLaunch, SpinKernel};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
+use gpu_event_pool::ErrorKind;
 use gpu_event_pool::{
     location, Backend, CollectError, Collected, Config, DynamicLocation, Error, Lane, RecordError,
     TracingContext,
@@ -37,7 +35,7 @@ fn gpu(test: &str) -> Option<Gpu> {
             let spin = SpinKernel::load(&cuda).expect("load the spin kernel");
             Some(Gpu { cuda, spin })
         }
-        Err(e) if is_no_device(&e) => {
+        Err(e) if e.kind() == Some(ErrorKind::NoDevice) => {
             assert!(
                 std::env::var_os("GPU_EVENT_POOL_REQUIRE_CUDA").is_none(),
                 "GPU_EVENT_POOL_REQUIRE_CUDA is set, but there is no CUDA device: {e}"
@@ -294,7 +292,9 @@ fn a_graph_list_collected_before_its_launch_fails_alone() {
     one_zone("after");
 
     match ctx.flush() {
-        Err(CollectError { error: Error::Backend(e), .. }) => assert_eq!(e.code, GRAPH_NOT_LAUNCHED, "{e}"),
+        Err(CollectError { error: Error::Backend(e), .. }) => {
+            assert_eq!(e.kind(), Some(ErrorKind::GraphNotLaunched), "{e}")
+        }
         other => panic!("expected GRAPH_NOT_LAUNCHED, got {other:?}"),
     }
     let names: Vec<String> = sink.zones().iter().map(|z| z.location.name().to_owned()).collect();
@@ -317,7 +317,9 @@ fn zone_nodes_cannot_be_added_after_instantiation() {
     let _exec = graph.instantiate().unwrap();
     let mut list = ctx.list();
     match list.graph_zone_begin(&graph, &[kernel], location!("too late")) {
-        Err(RecordError::Backend(e)) => assert_eq!(e.code, GRAPH_ALREADY_INSTANTIATED, "{e}"),
+        Err(RecordError::Backend(e)) => {
+            assert_eq!(e.kind(), Some(ErrorKind::GraphAlreadyInstantiated), "{e}")
+        }
         other => panic!("expected GRAPH_ALREADY_INSTANTIATED, got {other:?}"),
     }
     assert_eq!(list.graph_zone_end(&graph, &[kernel]).unwrap(), None, "the dropped zone closes");

@@ -12,9 +12,10 @@ use cuda_common::{assert_measures, assert_no_slot_leaked, duration};
 use cudarc::driver::result::ctx::get_current;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaStream};
-use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, SpinKernel};
+use gpu_event_pool::backend::cuda::{CudaBackend, SpinKernel};
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
+use gpu_event_pool::ErrorKind;
 use gpu_event_pool::{
     location, Backend, Collected, Config, DynamicLocation, EventList, Lane, TracingContext,
 };
@@ -88,7 +89,9 @@ impl Gpu {
 fn two_gpus(test: &str) -> Option<[Gpu; 2]> {
     let first = match CudaBackend::new(0) {
         Ok(cuda) => cuda,
-        Err(e) if is_no_device(&e) => return skip(test, 1, &format!("no CUDA device ({e})")),
+        Err(e) if e.kind() == Some(ErrorKind::NoDevice) => {
+            return skip(test, 1, &format!("no CUDA device ({e})"))
+        }
         Err(e) => panic!("the CUDA driver is present but unusable: {e}"),
     };
     // The driver is loaded (`CudaBackend::new` checked), so cudarc can count the devices.

@@ -545,7 +545,7 @@ fn a_graph_list_collected_before_its_launch_fails_clearly_and_loses_nothing_else
     one_zone(&ctx, &sim, &stream, "stream zone", 500);
     let err = ctx.flush().unwrap_err();
     assert!(
-        matches!(err.error, Error::Backend(ref e) if e.code == gpu_event_pool::sim::GRAPH_NOT_LAUNCHED),
+        matches!(err.error, Error::Backend(ref e) if e.kind() == Some(gpu_event_pool::ErrorKind::GraphNotLaunched)),
         "{err:?}"
     );
     assert_eq!(names(&sink.zones()), ["stream zone"]);

@@ -6,11 +6,13 @@
 
 use gpu_event_pool::backend::vulkan::ash::vk;
 use gpu_event_pool::backend::vulkan::{
-    is_no_device, Anchors, Commands, SpinShader, VulkanBackend, VulkanDevice, VulkanQueue,
+    Anchors, Commands, SpinShader, VulkanBackend, VulkanDevice, VulkanQueue,
 };
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::{ContextInfo, Sink, Zone, ZoneBatch};
-use gpu_event_pool::{location, Backend, DynamicLocation, EventList, Lane, RecordError, TracingContext};
+use gpu_event_pool::{
+    location, Backend, DynamicLocation, ErrorKind, EventList, Lane, RecordError, TracingContext,
+};
 use std::io::Write;
 use std::time::Instant;
 
@@ -33,7 +35,7 @@ type List = EventList<VulkanBackend>;
 fn device(test: &str) -> Option<VulkanDevice> {
     match VulkanDevice::open() {
         Ok(device) => Some(device),
-        Err(e) if is_no_device(&e) => {
+        Err(e) if e.kind() == Some(ErrorKind::NoDevice) => {
             assert!(
                 std::env::var_os("GPU_EVENT_POOL_REQUIRE_VULKAN").is_none(),
                 "GPU_EVENT_POOL_REQUIRE_VULKAN is set, but there is no Vulkan device: {e}"

@@ -8,13 +8,13 @@
 
 mod wgpu_common;
 
-use gpu_event_pool::backend::wgpu::{WgpuBackend, WgpuQueue, NO_PASS_TIMESTAMPS, NO_TIMESTAMPS};
+use gpu_event_pool::backend::wgpu::{WgpuBackend, WgpuQueue};
 use gpu_event_pool::sink::chrome::ChromeTrace;
 use gpu_event_pool::sink::frames::FrameStats;
 use gpu_event_pool::sink::memory::MemorySink;
 use gpu_event_pool::sink::Zone;
 use gpu_event_pool::WgpuList;
-use gpu_event_pool::{location, DynamicLocation, RecordError, TracingContext};
+use gpu_event_pool::{location, DynamicLocation, ErrorKind, RecordError, TracingContext};
 use std::time::Duration;
 use wgpu_common::{gpu, is_lavapipe, skip, Gpu, Reference, Spin, ALL_TIMESTAMPS};
 
@@ -321,15 +321,15 @@ fn each_timestamp_feature_set_times_what_it_can_and_counts_the_rest() {
         assert_eq!(ctx.backend().untimed(), untimed, "{features:?}");
         assert_eq!(ctx.stats().dropped_zones, 3 - timed.len(), "{features:?}");
         let expected = match (features.contains(query), features.contains(passes)) {
-            (false, _) => Some(NO_TIMESTAMPS),
-            (true, false) => Some(NO_PASS_TIMESTAMPS),
+            (false, _) => Some(ErrorKind::NoTimestamps),
+            (true, false) => Some(ErrorKind::NoPassTimestamps),
             (true, true) => None,
         };
-        let code = inside_error.map(|e| match e {
-            RecordError::Backend(e) => e.code,
+        let kind = inside_error.map(|e| match e {
+            RecordError::Backend(e) => e.kind().unwrap_or_else(|| panic!("a kind for {e}")),
             other => panic!("{other}"),
         });
-        assert_eq!(code.as_deref(), expected, "{features:?}");
+        assert_eq!(kind, expected, "{features:?}");
     }
 }
 
@@ -581,7 +581,7 @@ fn an_event_of_another_backend_is_refused() {
     let event = theirs.create_event().unwrap();
     drop(theirs);
     let error = ours.record(&event, &ours.create_stream().unwrap()).unwrap_err();
-    assert_eq!(error.code, gpu_event_pool::backend::wgpu::FOREIGN_EVENT);
+    assert_eq!(error.kind(), Some(ErrorKind::ForeignEvent));
     let own = ours.create_event().unwrap();
     ours.record(&own, &ours.create_stream().unwrap()).unwrap();
 }

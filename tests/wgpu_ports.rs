@@ -11,7 +11,7 @@
 
 mod wgpu_common;
 
-use gpu_event_pool::backend::wgpu::{ScopeResult, WgpuBackend, WgpuFrames, WgpuQueue, ZERO_READBACK_LIMIT};
+use gpu_event_pool::backend::wgpu::{ScopeResult, WgpuBackend, WgpuFrames, WgpuQueue};
 use gpu_event_pool::{location, DynamicLocation, Refused, TracingContext};
 use std::time::Duration;
 use wgpu_common::{gpu, Gpu, ALL_TIMESTAMPS};
@@ -284,7 +284,7 @@ fn invalid_pending_frame_count() {
     let Some(gpu) = gpu("invalid_pending_frame_count", wgpu::Features::TIMESTAMP_QUERY) else { return };
     let backend = WgpuBackend::new(&gpu.device, &gpu.queue).unwrap();
     let error = backend.set_readback_limit(Duration::ZERO).unwrap_err();
-    assert_eq!(error.code, ZERO_READBACK_LIMIT);
+    assert_eq!(error.kind(), Some(gpu_event_pool::ErrorKind::ZeroReadbackLimit));
 }
 
 #[test]

@@ -1,15 +1,20 @@
 //! Activity records: the second kind of source, for a GPU API that reports the work it ran
 //! (CUPTI: every kernel, copy and memset, with its stream and its times) instead of timing
-//! events the crate records (docs/design.md, section 13).
+//! events the crate records. A backend's [`Timing`] says which kind it is; what an activity
+//! source lost is counted in [`ActivityLosses`] (`Stats::activity`).
 //!
-//! A backend whose [`Backend::TIMING`](super::Backend::TIMING) is [`Timing::Activities`]
-//! records no event for a zone: its lists take slots as every list does (they carry the
-//! list through submission), but a zone's GPU span is the span of the work launched inside
-//! it. What ties a launch to a zone is the launching thread: while a zone is open, it is on
-//! its thread's stack of open zones ([`current_zone`]), and the backend, called at the entry
-//! of each launching API call, links the call's correlation id to the innermost one
-//! ([`Link`]). The collector reads the backend's [`ActivitySource`]: the work records and the
-//! links, and makes zones of them in each stream's GPU order (`collect/activities/`).
+//! The contract between such a backend and the collector (the source, its records and
+//! launch links) is the crate's own, implemented by CUPTI and the simulation's
+//! `SimActivities`; public only because [`Backend`](super::Backend) names it, and hidden.
+
+// How it works (docs/design.md, section 13): a backend whose `Backend::TIMING` is
+// `Timing::Activities` records no event for a zone: its lists take slots as every list does
+// (they carry the list through submission), but a zone's GPU span is the span of the work
+// launched inside it. What ties a launch to a zone is the launching thread: while a zone is
+// open, it is on its thread's stack of open zones (`current_zone`), and the backend, called
+// at the entry of each launching API call, links the call's correlation id to the innermost
+// one (`Link`). The collector reads the backend's `ActivitySource`: the work records and the
+// links, and makes zones of them in each stream's GPU order (`collect/activities/`).
 
 use super::BackendError;
 use crate::location::Location;
@@ -23,7 +28,7 @@ pub enum Timing {
     /// Each zone begins and ends with an event the backend records on the stream; the
     /// collector reads their times (the simulation, CUDA events, Vulkan queries).
     Events,
-    /// The backend records nothing; its [`ActivitySource`] reports the work that ran, and a
+    /// The backend records nothing; its activity source reports the work that ran, and a
     /// zone spans the work launched inside it (CUPTI).
     Activities,
 }
@@ -31,6 +36,7 @@ pub enum Timing {
 /// A zone as a launch link names it: the context, the list and the position of the zone's
 /// begin event in the list. Unique in the process while the list lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[doc(hidden)]
 pub struct ZoneKey {
     pub(crate) context: u32,
     pub(crate) list: u64,
@@ -39,6 +45,7 @@ pub struct ZoneKey {
 
 /// What kind of work an [`Activity`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[doc(hidden)]
 pub enum WorkKind {
     /// A kernel.
     Kernel,
@@ -50,6 +57,7 @@ pub enum WorkKind {
 
 /// One piece of work the GPU ran, as a source reports it, on the host clock.
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct Activity {
     /// What it was.
     pub kind: WorkKind,
@@ -70,6 +78,7 @@ pub struct Activity {
 
 /// A launching API call tied to the zone open on its thread when it was made, or untied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)]
 pub struct Link {
     /// The call's correlation id.
     pub correlation: u32,
@@ -83,6 +92,7 @@ pub struct Link {
 
 /// What one [`ActivitySource::read`] hands the collector; the collector empties it.
 #[derive(Debug, Default)]
+#[doc(hidden)]
 pub struct ActivityBatch {
     /// Work that completed, in the order the source read it.
     pub activities: Vec<Activity>,
@@ -123,6 +133,7 @@ impl ActivityLosses {
 
 /// Why the collector reads an activity source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[doc(hidden)]
 pub enum ReadFor {
     /// A collect: what the source has at hand, read cheaply (records the source still
     /// buffers come in a later read).
@@ -142,6 +153,7 @@ pub enum ReadFor {
 /// first, and only then the links the source holds, so that every record handed over has
 /// its link in the same or an earlier batch (a launch's link is made at its call's entry,
 /// before its work can complete). Records are on the backend's host clock.
+#[doc(hidden)]
 pub trait ActivitySource: Send + Sync {
     /// Appends to `out` the work completed since the last read, then the links made so far.
     /// Never blocks on the GPU. `why` says how far to go: see [`ReadFor`].
@@ -215,6 +227,7 @@ crate::sync::const_thread_local! {
 /// The innermost zone open on the calling thread, in any context timed by activities: what a
 /// source's launch hook links a launch to. `None` when none is open (or the thread is
 /// exiting).
+#[doc(hidden)]
 pub fn current_zone() -> Option<ZoneKey> {
     OPEN.try_with(|open| {
         let open = open.try_borrow().ok()?;

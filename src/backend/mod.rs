@@ -12,7 +12,7 @@
 //! - `wgpu`: wgpu timestamp queries (feature `wgpu`).
 //!
 //! Two kinds of source ([`Timing`]): a backend that records timing events (the simulation,
-//! CUDA events, Vulkan), or one that reports the work the GPU ran ([`activity`]: CUPTI, and
+//! CUDA events, Vulkan), or one that reports the work the GPU ran (CUPTI, and
 //! the simulation's [`SimActivities`](sim::SimActivities)). The same lists, guards, `submit`,
 //! `collect`, frames and sinks serve both; switching is the backend given to the builder.
 
@@ -36,7 +36,12 @@ pub mod vulkan;
 #[cfg_attr(docsrs, doc(cfg(feature = "wgpu")))]
 pub mod wgpu;
 
-pub use activity::{ActivitySource, ReadFor, Timing};
+mod codes;
+
+pub use activity::{ActivityLosses, Timing};
+#[doc(hidden)]
+pub use activity::{ActivitySource, ReadFor};
+pub use codes::ErrorKind;
 
 /// A failure reported by the GPU backend, with the call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -255,7 +260,9 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Where the collector reads the work the GPU ran, for a backend whose
     /// [`timing`](Self::timing) is [`Timing::Activities`] (`Builder::build` refuses one that
-    /// gives none). `None` (the default) for an event backend.
+    /// gives none). `None` (the default) for an event backend. Hidden: the activity contract
+    /// is the crate's own backends'.
+    #[doc(hidden)]
     fn activity_source(&self) -> Option<&dyn ActivitySource> {
         None
     }

@@ -2,8 +2,9 @@
 //! libcupti), and one turn at CUPTI at a time (its activity state is process-wide).
 #![allow(dead_code)]
 
-use gpu_event_pool::backend::cuda::{is_no_device, CudaBackend, SpinKernel};
+use gpu_event_pool::backend::cuda::{CudaBackend, SpinKernel};
 use gpu_event_pool::backend::cupti::{timestamp_ns, CuptiError};
+use gpu_event_pool::ErrorKind;
 use std::io::Write;
 use std::sync::{Mutex, MutexGuard};
 
@@ -34,7 +35,9 @@ pub fn gpu(test: &str) -> Option<Gpu> {
     let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cuda = match CudaBackend::new(0) {
         Ok(cuda) => cuda,
-        Err(e) if is_no_device(&e) => return skip(test, &format!("no CUDA device ({e})")),
+        Err(e) if e.kind() == Some(ErrorKind::NoDevice) => {
+            return skip(test, &format!("no CUDA device ({e})"))
+        }
         Err(e) => panic!("the CUDA driver is present but unusable: {e}"),
     };
     if let Err(e @ CuptiError::LibraryNotFound { .. }) = timestamp_ns() {

@@ -2,7 +2,7 @@
 //!
 //! The driver library is loaded at run time (`cudarc`'s `dynamic-loading`), so the crate
 //! builds, and [`CudaBackend::new`] fails cleanly, on machines without CUDA;
-//! [`is_no_device`] tells that failure apart from a real one.
+//! `error.kind() == Some(ErrorKind::NoDevice)` ([`ErrorKind`](crate::ErrorKind)) tells that failure apart from a real one.
 //!
 //! | [`Backend`] call       | driver call                                              |
 //! | ---------------------- | -------------------------------------------------------- |
@@ -41,11 +41,11 @@
 //!
 //! The rules this enforces, each with a clear error rather than a wrong time:
 //! - Submit a list with graph zones after the launch it should time. Collecting it before
-//!   the graph's first launch fails with code `GRAPH_NOT_LAUNCHED` (its zones are dropped
+//!   the graph's first launch fails with [`ErrorKind::GraphNotLaunched`](crate::ErrorKind::GraphNotLaunched) (its zones are dropped
 //!   and counted, its slots released); the graph's zones are then abandoned, and its first
 //!   launch runs untimed.
 //! - Add every zone node before instantiating: adding one to an instantiated graph fails
-//!   with code `GRAPH_ALREADY_INSTANTIATED`.
+//!   with [`ErrorKind::GraphAlreadyInstantiated`](crate::ErrorKind::GraphAlreadyInstantiated).
 //! - Launch instances only with [`GraphExec::launch`] (a raw `cuGraphLaunch` would bypass
 //!   the switch to scratch events).
 //!
@@ -91,24 +91,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// The `code` of the error [`CudaBackend::new`] returns when the driver library is missing.
-pub const NO_DRIVER_LIBRARY: &str = "NO_DRIVER_LIBRARY";
-/// The `code` of a read of a graph zone whose graph has not been launched.
-pub const GRAPH_NOT_LAUNCHED: &str = "GRAPH_NOT_LAUNCHED";
-/// The `code` of adding a zone node to a graph that has already been instantiated.
-pub const GRAPH_ALREADY_INSTANTIATED: &str = "GRAPH_ALREADY_INSTANTIATED";
+// The backend's failure codes, kept under their old names (hidden: `ErrorKind` is the API).
+#[doc(hidden)]
+pub const NO_DRIVER_LIBRARY: &str = crate::backend::codes::CUDA_NO_DRIVER_LIBRARY;
+#[doc(hidden)]
+pub const GRAPH_NOT_LAUNCHED: &str = crate::backend::codes::GRAPH_NOT_LAUNCHED;
+#[doc(hidden)]
+pub const GRAPH_ALREADY_INSTANTIATED: &str = crate::backend::codes::GRAPH_ALREADY_INSTANTIATED;
 
 /// The spin kernel, NUL-terminated for `cuModuleLoadData`.
 const SPIN_PTX: &str = concat!(include_str!("spin_kernel.ptx"), "\0");
 
-/// Whether `error` (from [`CudaBackend::new`]) means this machine has no usable CUDA GPU:
-/// no driver library, no device, or only the driver's stub library. Tests and benchmarks
-/// skip on it; any other error is a real failure.
+/// Whether `error` means this machine has no usable CUDA GPU (hidden: the same as
+/// `error.kind() == Some(ErrorKind::NoDevice)`).
+#[doc(hidden)]
 pub fn is_no_device(error: &BackendError) -> bool {
-    matches!(
-        error.code.as_str(),
-        NO_DRIVER_LIBRARY | "CUDA_ERROR_NO_DEVICE" | "CUDA_ERROR_STUB_LIBRARY" | "CUDA_ERROR_INVALID_DEVICE"
-    )
+    error.kind() == Some(crate::backend::ErrorKind::NoDevice)
 }
 
 /// CUDA on one device context. Cheap to clone: clones share the context and the host clock.
@@ -120,9 +118,10 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// The primary context of device `ordinal`. Fails with code [`NO_DRIVER_LIBRARY`] when
-    /// `libcuda` cannot be loaded, and with the `CUresult` name otherwise (see
-    /// [`is_no_device`]).
+    /// The primary context of device `ordinal`. Fails with code `NO_DRIVER_LIBRARY` when
+    /// `libcuda` cannot be loaded, and with the `CUresult` name otherwise; both are
+    /// [`ErrorKind::NoDevice`](crate::ErrorKind::NoDevice) when this machine has no usable
+    /// CUDA GPU.
     pub fn new(ordinal: usize) -> Result<Self, BackendError> {
         // Safety: only tries to dlopen the driver library; no driver call is made.
         if !unsafe { sys::is_culib_present() } {
@@ -221,7 +220,7 @@ impl TimingEvent {
         self.in_graph.store(graph.is_some(), Ordering::Relaxed);
     }
 
-    /// Fails with [`GRAPH_NOT_LAUNCHED`] if the event is a node of a graph whose timed launch
+    /// Fails with [`ErrorKind::GraphNotLaunched`](crate::ErrorKind::GraphNotLaunched) if the event is a node of a graph whose timed launch
     /// has not happened (its state would be a previous owner's), abandoning that graph.
     fn check_launched(&self, call: &'static str) -> Result<(), BackendError> {
         if !self.in_graph.load(Ordering::Relaxed) {

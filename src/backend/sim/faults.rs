@@ -59,7 +59,7 @@ pub trait SimActivityFaults {
     fn fail_launch(&self);
 
     /// The records of the next `n` launches are lost (counted in
-    /// [`ActivityLosses::records_dropped`](crate::backend::activity::ActivityLosses::records_dropped)), as CUPTI drops records when it has no buffer.
+    /// [`ActivityLosses::records_dropped`](crate::ActivityLosses::records_dropped)), as CUPTI drops records when it has no buffer.
     fn drop_records(&self, n: u32);
 
     /// The records of the next `n` launches come one read late, after later records, as a

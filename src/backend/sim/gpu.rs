@@ -9,8 +9,10 @@ use std::time::Instant;
 
 const NOT_RECORDED: i64 = i64::MIN;
 
-/// The `code` of a read of a graph zone's event before the graph's first launch.
-pub const GRAPH_NOT_LAUNCHED: &str = "GRAPH_NOT_LAUNCHED";
+/// The `code` of a read of a graph zone's event before the graph's first launch (hidden:
+/// `ErrorKind::GraphNotLaunched` is the API).
+#[doc(hidden)]
+pub const GRAPH_NOT_LAUNCHED: &str = crate::backend::codes::GRAPH_NOT_LAUNCHED;
 
 #[derive(Debug)]
 enum Clock {

@@ -18,7 +18,7 @@
 //!
 //! Graphs follow the CUDA backend's rule (feature `cuda`): a graph's zones time its FIRST
 //! launch only. Reading a graph zone's event before that launch fails with code
-//! `GRAPH_NOT_LAUNCHED` (the collector drops that list's zones, counts them, and goes on);
+//! [`ErrorKind::GraphNotLaunched`](crate::ErrorKind::GraphNotLaunched) (the collector drops that list's zones, counts them, and goes on);
 //! later launches run the graph's kernels but never stamp an event again, and an event that
 //! was recorded elsewhere since it was added to a graph is no longer stamped by that graph.
 //! So a relaunched graph can never rewrite the time of an event another list owns now.

@@ -96,7 +96,7 @@ impl VulkanBackend {
     }
 
     /// A backend on `device` that takes its anchors as `anchors` says (fails with code
-    /// [`NOT_CALIBRATED`] for [`Anchors::Calibrated`] on a device without the extension).
+    /// [`ErrorKind::NotCalibrated`](crate::ErrorKind::NotCalibrated) for [`Anchors::Calibrated`] on a device without the extension).
     pub fn with_anchors(device: &VulkanDevice, anchors: Anchors) -> Result<Self, BackendError> {
         if anchors == Anchors::Calibrated && !device.has_calibrated_timestamps() {
             return Err(BackendError::new("VulkanBackend::with_anchors", NOT_CALIBRATED));
@@ -143,8 +143,9 @@ impl VulkanBackend {
     }
 
     /// How long [`Backend::wait`] (so `flush`) waits for one query before failing with
-    /// [`WAIT_TIMEOUT`]: 10 s. A query submitted to the context whose command buffer never
-    /// reaches the GPU would otherwise hold `flush` forever.
+    /// [`ErrorKind::WaitTimeout`](crate::ErrorKind::WaitTimeout): 10 s. A query submitted to
+    /// the context whose command buffer never reaches the GPU would otherwise hold `flush`
+    /// forever.
     pub fn wait_timeout(&self) -> Duration {
         self.shared.wait_timeout
     }

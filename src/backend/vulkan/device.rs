@@ -52,8 +52,8 @@ impl VulkanDevice {
     /// a new instance and device, with every queue of that family, `hostQueryReset`, the
     /// calibrated-timestamps extension and `shaderDeviceClock` where the device has them.
     ///
-    /// Fails with code [`NO_LOADER`] when the Vulkan loader cannot be opened and
-    /// [`NO_DEVICE`] when no such device exists ([`is_no_device`](super::is_no_device)).
+    /// Fails with [`ErrorKind::NoDevice`](crate::ErrorKind::NoDevice) when the Vulkan loader
+    /// cannot be opened or no such device exists (the code says which, and why).
     pub fn open() -> Result<Self, BackendError> {
         // Safety: loads the system's Vulkan loader; its entry points are used only through
         // `ash`'s typed wrappers.

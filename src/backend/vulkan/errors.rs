@@ -1,35 +1,28 @@
-//! The error codes of the Vulkan backend and the helper that turns a `vk::Result` into a
-//! [`BackendError`]: a leaf, imported by every other file of `vulkan/` and importing none.
+//! The error codes of the Vulkan backend (their strings in `backend/codes.rs`) and the helper
+//! that turns a `vk::Result` into a [`BackendError`]: a leaf of `vulkan/`, imported by every
+//! other file there and importing none of them.
 
-use crate::backend::BackendError;
+use crate::backend::{codes, BackendError, ErrorKind};
 use ash::vk;
 
-/// The `code` of the error [`VulkanDevice::open`](super::VulkanDevice::open) returns when the
-/// Vulkan loader cannot be opened (the message follows it).
-pub const NO_LOADER: &str = "NO_VULKAN_LOADER";
-/// The `code` of the error [`VulkanDevice::open`](super::VulkanDevice::open) returns when no
-/// Vulkan 1.2 device with a compute queue that writes timestamps (and `hostQueryReset`)
-/// exists.
-pub const NO_DEVICE: &str = "NO_VULKAN_DEVICE";
-/// The `code` of a [`Backend::wait`](crate::Backend::wait) that gave up after
-/// [`VulkanBackend::wait_timeout`](super::VulkanBackend::wait_timeout) (a list submitted to
-/// the context whose command buffer never reached the GPU).
-pub const WAIT_TIMEOUT: &str = "WAIT_TIMEOUT";
-/// The `code` of [`VulkanBackend::with_anchors`](super::VulkanBackend::with_anchors) asked
-/// for calibrated anchors on a device without the extension.
-pub const NOT_CALIBRATED: &str = "NO_CALIBRATED_TIMESTAMPS";
+// The backend's failure codes, kept under their old names (hidden: [`ErrorKind`] is the API).
+#[doc(hidden)]
+pub const NO_LOADER: &str = codes::VK_NO_LOADER;
+#[doc(hidden)]
+pub const NO_DEVICE: &str = codes::VK_NO_DEVICE;
+#[doc(hidden)]
+pub const WAIT_TIMEOUT: &str = codes::VK_WAIT_TIMEOUT;
+#[doc(hidden)]
+pub const NOT_CALIBRATED: &str = codes::VK_NOT_CALIBRATED;
 
 pub(super) fn vk_error(call: &'static str) -> impl Fn(vk::Result) -> BackendError {
     // `vk::Result`'s Debug is the driver's code ("ERROR_DEVICE_LOST").
     move |result| BackendError::new(call, format!("{result:?}"))
 }
 
-/// Whether `error` (from [`VulkanDevice::open`](super::VulkanDevice::open)) means this
-/// machine has no usable Vulkan driver: tests and benchmarks skip on it; any other error is a
-/// real failure.
+/// Whether `error` means this machine has no usable Vulkan driver (hidden: the same as
+/// `error.kind() == Some(ErrorKind::NoDevice)`).
+#[doc(hidden)]
 pub fn is_no_device(error: &BackendError) -> bool {
-    error.code.starts_with(NO_LOADER)
-        || error.code.starts_with(NO_DEVICE)
-        || error.code == "ERROR_INCOMPATIBLE_DRIVER"
-        || error.code == "ERROR_INITIALIZATION_FAILED"
+    error.kind() == Some(ErrorKind::NoDevice)
 }

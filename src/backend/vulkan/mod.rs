@@ -2,7 +2,7 @@
 //! guide; this is how it works.
 //!
 //! The Vulkan loader is opened at run time (`ash`'s `loaded`), so the crate builds, and
-//! [`VulkanDevice::open`] fails cleanly, where Vulkan is missing; [`is_no_device`] tells that
+//! [`VulkanDevice::open`] fails cleanly, where Vulkan is missing; `error.kind() == Some(ErrorKind::NoDevice)` ([`ErrorKind`](crate::ErrorKind)) tells that
 //! failure apart from a real one.
 //!
 //! | [`Backend`] call   | Vulkan                                                              |

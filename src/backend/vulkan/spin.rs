@@ -8,8 +8,10 @@ use crate::backend::BackendError;
 use ash::vk;
 use std::sync::Arc;
 
-/// The `code` of [`SpinShader::load`] on a device without `shaderDeviceClock`.
-pub const NO_SHADER_CLOCK: &str = "NO_SHADER_CLOCK";
+/// The `code` of [`SpinShader::load`] on a device without `shaderDeviceClock` (hidden:
+/// `ErrorKind::NoShaderClock` is the API).
+#[doc(hidden)]
+pub const NO_SHADER_CLOCK: &str = crate::backend::codes::VK_NO_SHADER_CLOCK;
 
 /// `spin.comp` built with `glslangValidator -V --target-env vulkan1.2 -o spin.spv spin.comp`
 /// (the command is in the source's header).
@@ -58,7 +60,7 @@ impl SpinShader {
     pub const SPIRV: &'static [u8] = SPIN_SPIRV;
 
     /// Builds the pipeline on `device` and measures the shader clock's rate (submitting to
-    /// `queue`, under its lock; about 40 ms on lavapipe). Fails with code [`NO_SHADER_CLOCK`] when the
+    /// `queue`, under its lock; about 40 ms on lavapipe). Fails with [`ErrorKind::NoShaderClock`](crate::ErrorKind::NoShaderClock) when the
     /// device cannot read its clock in shaders.
     pub fn load(device: &VulkanDevice, queue: &VulkanQueue) -> Result<Self, BackendError> {
         if !device.has_shader_clock() {

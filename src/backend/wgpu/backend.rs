@@ -115,7 +115,7 @@ impl WgpuBackend {
     /// How long resolved timestamps may take to come back before they are let go: their
     /// lists then fail (their zones dropped and counted, the lane moves on) and the readback
     /// is counted in [`readbacks_dropped`](Self::readbacks_dropped). Default 2 s. Refuses
-    /// zero (code [`ZERO_READBACK_LIMIT`](super::ZERO_READBACK_LIMIT)), which would let every
+    /// zero ([`ErrorKind::ZeroReadbackLimit`](crate::ErrorKind::ZeroReadbackLimit)), which would let every
     /// readback go. The collector's own anchors are never let go
     /// ([`anchors_late`](Self::anchors_late)).
     pub fn set_readback_limit(&self, limit: Duration) -> Result<(), BackendError> {

@@ -144,7 +144,7 @@ impl WgpuList {
     /// Writes the resolve of every query recorded since the last resolve into `encoder` (its
     /// command buffer submitted after the ones they were written in, or the same): they are
     /// read back once it is submitted. Call it as often as you like. Refused while a pass zone
-    /// of the list is open (code [`PASS_OPEN`]).
+    /// of the list is open ([`ErrorKind::PassOpen`](crate::ErrorKind::PassOpen)).
     pub fn resolve(&mut self, encoder: &mut wgpu::CommandEncoder) -> Result<(), BackendError> {
         if self.open_passes > 0 {
             return Err(BackendError::new("WgpuList::resolve", PASS_OPEN));
