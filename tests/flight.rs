@@ -253,6 +253,47 @@ fn a_zone_over_its_p99_is_caught_as_soon_as_its_name_has_100_zones_in_a_short_ru
 }
 
 #[test]
+fn a_frame_over_the_frames_p99_times_a_factor_dumps() {
+    let dir = scratch("flight-frame-p99");
+    let stats = FrameStats::new(100);
+    let recorder = FlightRecorder::builder(Duration::from_secs(60))
+        .trigger_on(Trigger::frame_over_p99(&stats, 3.0))
+        .dump_to(&dir, DumpFormat::Perfetto)
+        .cooldown(Duration::ZERO)
+        .build()
+        .unwrap();
+    // Exact durations: the simulated clock moves only as told.
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let ctx = TracingContext::builder(sim.clone()).sink(stats.sink()).sink(recorder.sink()).build().unwrap();
+    // Each frame's zones reach the sinks before the next frame starts.
+    let frame = |id: u64, ns: i64| {
+        ctx.frame(id);
+        record(&ctx, &sim, &stream, 2, ns);
+        ctx.flush().unwrap();
+    };
+    // Frames of two lists: 20 µs, every tenth 30 µs.
+    for id in 0..120 {
+        frame(id, if id % 10 == 0 { 15_000 } else { 10_000 });
+    }
+    // Thresholds are read again at most every 100 ms of host time: here, at frame 120's
+    // first zones, from the 100 frames `stats` keeps (nine of 30 µs; the last, frame 120, one
+    // list of 40 µs so far): the p99 is 30 µs (the p50 20), 3 times it 90 µs.
+    sim.advance(120_000_000);
+    // A frame is checked once the frame two after it starts.
+    for (id, ns) in [(120, 40_000), (121, 10_000), (122, 10_000)] {
+        frame(id, ns);
+    }
+    assert_eq!(recorder.triggers(), 0, "a frame of 80 µs is not over 90 µs");
+    for (id, ns) in [(123, 50_000), (124, 10_000), (125, 10_000)] {
+        frame(id, ns);
+    }
+    assert!(recorder.wait_for_dumps(Duration::from_secs(30)));
+    let reasons: Vec<String> = recorder.dumps().into_iter().map(|d| d.reason).collect();
+    assert_eq!(reasons, vec!["frame 123 spanned 100000 ns, over its threshold of 90000 ns".to_owned()]);
+}
+
+#[test]
 fn a_frame_over_its_threshold_and_the_applications_own_trigger_dump() {
     let dir = scratch("flight-frame");
     let recorder = FlightRecorder::builder(Duration::from_secs(60))
