@@ -1,13 +1,11 @@
 //! Every failure code a backend of this crate reports on purpose (the `code` of a
-//! [`BackendError`]), and [`ErrorKind`], the one typed view of them a program matches on. A
-//! leaf of `backend/`, compiled without any feature: a program built with one backend still
-//! names the others' kinds, and the codes live in one table (the backends' `code` strings are
-//! these constants).
+//! `BackendError`), and [`ErrorKind`], the one typed view of them a program matches on
+//! (`BackendError::kind`). A leaf of `backend/`, importing nothing of the crate, compiled
+//! without any feature: a program built with one backend still names the others' kinds, and
+//! the codes live in one table (the backends' `code` strings are these constants).
 //!
 //! Codes a backend passes through from its API (a `CUresult` name, a `vk::Result`) have no
 //! kind of their own, except those that mean "no GPU here" ([`ErrorKind::NoDevice`]).
-
-use super::BackendError;
 
 /// CUDA: the driver library could not be loaded.
 pub(crate) const CUDA_NO_DRIVER_LIBRARY: &str = "NO_DRIVER_LIBRARY";
@@ -42,8 +40,9 @@ pub(crate) const WGPU_FOREIGN_EVENT: &str = "the event belongs to another wgpu b
 /// wgpu: a wait gave up before the readback came.
 pub(crate) const WGPU_WAIT_TIMEOUT: &str = "the timestamp's readback did not come in time";
 
-/// What a [`BackendError`] means, for the failures a program may act on
-/// ([`BackendError::kind`]); `None` there for a failure passed through from the GPU API.
+/// What a [`BackendError`](crate::BackendError) means, for the failures a program may act on
+/// ([`BackendError::kind`](crate::BackendError::kind)); `None` there for a failure passed
+/// through from the GPU API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -86,8 +85,8 @@ pub enum ErrorKind {
     ForeignEvent,
 }
 
-/// The kind of a failure code (`code`, the `code` of a [`BackendError`]).
-fn kind_of(code: &str) -> Option<ErrorKind> {
+/// The kind of a failure code (`code`, the `code` of a `BackendError`).
+pub(super) fn kind_of(code: &str) -> Option<ErrorKind> {
     use ErrorKind::*;
     let kind = match code {
         CUDA_NO_DRIVER_LIBRARY
@@ -115,23 +114,6 @@ fn kind_of(code: &str) -> Option<ErrorKind> {
     Some(kind)
 }
 
-impl BackendError {
-    /// What this failure means, for the failures a program may act on; `None` for one passed
-    /// through from the GPU API (its `code` names it: a `CUresult`, a `vk::Result`).
-    ///
-    /// ```
-    /// use gpu_event_pool::backend::ErrorKind;
-    /// use gpu_event_pool::BackendError;
-    ///
-    /// let error = BackendError::new("cuInit", "CUDA_ERROR_NO_DEVICE");
-    /// assert_eq!(error.kind(), Some(ErrorKind::NoDevice));
-    /// assert_eq!(BackendError::new("cuEventRecord", "CUDA_ERROR_LAUNCH_FAILED").kind(), None);
-    /// ```
-    pub fn kind(&self) -> Option<ErrorKind> {
-        kind_of(&self.code)
-    }
-}
-
 #[cfg(all(test, not(gpu_event_pool_loom)))]
 mod tests {
     use super::*;
@@ -157,7 +139,7 @@ mod tests {
             (WGPU_WAIT_TIMEOUT, ErrorKind::WaitTimeout),
         ];
         for (code, kind) in table {
-            assert_eq!(BackendError::new("call", code).kind(), Some(kind), "{code}");
+            assert_eq!(kind_of(code), Some(kind), "{code}");
         }
         let mut codes: Vec<_> = table.iter().map(|(code, _)| *code).collect();
         codes.sort_unstable();
@@ -167,11 +149,10 @@ mod tests {
 
     #[test]
     fn a_missing_loader_or_device_keeps_its_kind_with_the_reason_after_it() {
-        let error =
-            BackendError::new("vkCreateInstance", format!("{VK_NO_LOADER}: libvulkan.so.1 not found"));
-        assert_eq!(error.kind(), Some(ErrorKind::NoDevice));
-        let error = BackendError::new("open", format!("{VK_NO_DEVICE} (no compute queue with timestamps)"));
-        assert_eq!(error.kind(), Some(ErrorKind::NoDevice));
+        let code = format!("{VK_NO_LOADER}: libvulkan.so.1 not found");
+        assert_eq!(kind_of(&code), Some(ErrorKind::NoDevice));
+        let code = format!("{VK_NO_DEVICE} (no compute queue with timestamps)");
+        assert_eq!(kind_of(&code), Some(ErrorKind::NoDevice));
     }
 
     #[test]
@@ -179,7 +160,7 @@ mod tests {
         for code in
             ["CUDA_ERROR_LAUNCH_FAILED", "ERROR_DEVICE_LOST", "", "WAIT_TIMEOUT_", "graph_not_launched"]
         {
-            assert_eq!(BackendError::new("call", code).kind(), None, "{code:?}");
+            assert_eq!(kind_of(code), None, "{code:?}");
         }
     }
 }

@@ -58,6 +58,21 @@ impl BackendError {
     pub fn new(call: &'static str, code: impl Into<String>) -> Self {
         Self { call, code: code.into() }
     }
+
+    /// What this failure means, for the failures a program may act on; `None` for one passed
+    /// through from the GPU API (its `code` names it: a `CUresult`, a `vk::Result`).
+    ///
+    /// ```
+    /// use gpu_event_pool::backend::ErrorKind;
+    /// use gpu_event_pool::BackendError;
+    ///
+    /// let error = BackendError::new("cuInit", "CUDA_ERROR_NO_DEVICE");
+    /// assert_eq!(error.kind(), Some(ErrorKind::NoDevice));
+    /// assert_eq!(BackendError::new("cuEventRecord", "CUDA_ERROR_LAUNCH_FAILED").kind(), None);
+    /// ```
+    pub fn kind(&self) -> Option<ErrorKind> {
+        codes::kind_of(&self.code)
+    }
 }
 
 /// Which queue an event was recorded on: a stream, or a graph (whose launch stream is only
