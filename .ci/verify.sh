@@ -28,7 +28,15 @@ SUMMARY=()
 
 # When each step began, in seconds since CI started (.ci/run sets CI_STARTED) or this script.
 CI_STARTED="${CI_STARTED:-$(date +%s)}"
-step() { printf '\n=== [%4d s] %s\n' "$(($(date +%s) - CI_STARTED))" "$*"; }
+step() {
+    printf '\n=== [%4d s] %s\n' "$(($(date +%s) - CI_STARTED))" "$*"
+    df -h --output=avail . | tail -n 1 | sed 's/^ */    (disk free: /; s/$/)/'
+}
+# Under .ci/run (CI_KEEP_TARGETS=0), each build directory is removed once its steps are done,
+# so the disk holds one at a time; run by hand, they are kept for the next run.
+done_with() {
+    if [ "${CI_KEEP_TARGETS:-1}" = 0 ]; then rm -rf "$@"; fi
+}
 
 banner() {
     printf '\n%s\n' "################################################################################"
@@ -78,6 +86,7 @@ timed "loom models" 900 env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_D
 timed "loom models in the crate (slots::loom_head, backend::cupti::flush::loom_flush, backend::activity::gate::loom_gate)" 300 \
     env RUSTFLAGS="--cfg gpu_event_pool_loom" CARGO_TARGET_DIR="$TARGET/loom" \
     LOOM_MAX_PREEMPTIONS="$PREEMPTIONS" cargo test --release --features cupti --lib -- loom_head loom_flush loom_gate
+done_with "$TARGET/loom"
 
 step "nightly toolchain for Miri and ThreadSanitizer"
 if nightly_with miri rust-src; then
@@ -85,6 +94,7 @@ if nightly_with miri rust-src; then
 
     step "the public API: as listed in public-api.txt (rustdoc's JSON; .ci/public-api.sh --check)"
     timed "public API" 900 bash .ci/public-api.sh --check
+    done_with "$TARGET/api"
 
     step "Miri: library and every integration test of the default features (compare_exchange_weak fails spuriously here), in two halves at once; then the hand-off with 64 seeds"
     # Miri interprets on one thread: two processes, each with its own target directory (cargo
@@ -99,6 +109,7 @@ if nightly_with miri rust-src; then
     step "Miri: the CUPTI source's logic without a GPU (feature cupti: buffers, records, the record hand-off, the link bound)"
     timed "Miri, CUPTI" 900 env MIRIFLAGS="-Zmiri-disable-isolation" CARGO_TARGET_DIR="$TARGET/miri-a" \
         cargo +nightly miri test --features cupti --lib cupti
+    done_with "$TARGET/miri-a" "$TARGET/miri-b"
 
     step "ThreadSanitizer: library and tests, std rebuilt with the sanitizer"
     # The 30-minute timestamp test simulates three here (it is 30 times slower under TSan).
@@ -112,6 +123,7 @@ if nightly_with miri rust-src; then
     timed "ThreadSanitizer, CUPTI" 900 env RUSTFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR="$TARGET/tsan" \
         TSAN_OPTIONS=allocator_may_return_null=1 \
         cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu --features cupti --lib cupti
+    done_with "$TARGET/tsan"
 else
     banner "MIRI AND THREADSANITIZER WERE NOT RUN" \
         "rustup could not provide nightly with miri and rust-src on this machine." \
