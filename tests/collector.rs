@@ -287,6 +287,37 @@ fn a_stream_reused_after_ten_idle_minutes_is_timed_exactly() {
     assert_eq!(ctx.stats().submitted, 0, "no event is held");
 }
 
+/// A list with a step over 16 ms inside it ends off its true time by the step's rounding
+/// (16,000,001 ns reads as 16,000,002 in `f32` milliseconds); the next list on its stream,
+/// placed exactly from a newer anchor, begins where it truly ended: 1 ns before its placed
+/// end. That is rounding, not two lists recorded at once: the order guard moves the later
+/// list by the nanosecond, and no `ConcurrentLists` error is reported.
+#[test]
+fn a_list_after_one_with_a_rounded_step_is_moved_not_reported_as_concurrent() {
+    let sim = SimBackend::manual();
+    let stream = sim.stream();
+    let (sink, ctx) = context(&sim, 8, 64);
+    let first = record(&ctx, &sim, &stream, "16 ms and 1 ns", 16 * MS + 1);
+    let second = record(&ctx, &sim, &stream, "next", 10_000);
+    ctx.submit(first).unwrap();
+    // Collected every millisecond: anchors a few ms apart, each placed exactly from the one
+    // before (no drift), and the second list placed exactly from one within 16 ms of it.
+    for _ in 0..20 {
+        sim.advance(MS);
+        ctx.collect().unwrap();
+    }
+    ctx.submit(second).unwrap();
+    sim.advance(MS);
+    ctx.collect().expect("rounding is not reported as lists recorded at once");
+    let zones = sink.zones();
+    assert_eq!(names(&zones), ["16 ms and 1 ns", "next"]);
+    assert_eq!(zones[0].gpu_end_ns, zones[1].gpu_begin_ns, "the later list moved to touch the earlier");
+    assert_eq!(zones[1].gpu_end_ns - zones[1].gpu_begin_ns, 10_000, "moved whole: its duration exact");
+    let stats = ctx.stats();
+    assert_eq!((stats.lists_shifted, stats.concurrent_lists), (1, 0), "{stats:?}");
+    assert_accounted(&ctx);
+}
+
 /// Over an hour of simulated time, collected every 1 to 3 ms: lists every ~1 s and every 10
 /// min start within 1 µs of the truth (exactly, here) and keep exact durations.
 #[test]

@@ -376,7 +376,11 @@ impl<B: Backend> EventOrder<B> {
             zone.frame = record.list_frame;
             span.add(index, zone, record.lane);
         }
-        let shift = self.keep_lane_order(ctx, &mut zones, span.home, record.lane, drift, bound);
+        // The list's times may be off its anchor by the placing read's rounding and by its own
+        // reads' (a step over 16 ms inside it): its end by both, which the next list's
+        // overlap with it is weighed against.
+        let list_bound = bound.saturating_add(record.list_rounding_ns);
+        let shift = self.keep_lane_order(ctx, &mut zones, span.home, record.lane, drift, list_bound);
         if shift != 0 {
             span = ListSpan::of(&zones, record.lane);
         }
@@ -449,9 +453,11 @@ impl<B: Backend> EventOrder<B> {
 
     /// The order guard: zones on a list's home lane never start before the latest end
     /// already emitted on that lane *by rounding*. Lists of a lane are emitted in GPU order and
-    /// placed exactly whenever an anchor is less than 16 ms away, so this never moves
-    /// anything then. Placed from further (a context collected rarely), two back-to-back lists
-    /// could overlap by up to the sum of their rounding bounds: the later list is then moved
+    /// placed exactly whenever an anchor is less than 16 ms away and no step inside a list is
+    /// longer, so this never moves anything then. Placed from further (a context collected
+    /// rarely), or after a list with a longer step inside (its end rounded), two back-to-back
+    /// lists could overlap by up to the sum of their rounding bounds (`bound`: the list's
+    /// placing read's and its own reads'): the later list is then moved
     /// (whole, so its durations stay exact) and counted in `Stats::lists_shifted`. A larger
     /// overlap is real (two lists recorded interleaved on one stream) and is left alone.
     /// Returns the shift (0 but in that case).
