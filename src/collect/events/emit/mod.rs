@@ -385,10 +385,11 @@ impl<B: Backend> EventOrder<B> {
             span = ListSpan::of(&zones, record.lane);
         }
         self.concurrent.check(&ctx.counters().concurrent_lists, &record, &zones, span.home);
-        // How far its GPU times may be off those of its anchor: the placing read, the reads
-        // inside the list, and the order guard's shift (the anchor's own `drift` counts only
-        // as far as it differs from that of the bounds the list is placed with).
-        let rounding = bound.saturating_add(record.list_rounding_ns).saturating_add(shift);
+        // How far its GPU times may be off those of its anchor: the placing read and the reads
+        // inside the list (`list_bound`), and the order guard's shift (the anchor's own
+        // `drift` counts only as far as it differs from that of the bounds the list is placed
+        // with).
+        let rounding = list_bound.saturating_add(shift);
         self.place_on_host(ctx, &record, &mut zones, &span, drift, rounding.max(0));
         let batch = ZoneBatch { list_id: record.list_id, zones: &zones };
         if let Some(e) = phase.delivery.zones(ctx, batch) {
